@@ -1,0 +1,152 @@
+#pragma once
+/// \file
+/// Shapes and strides: small fixed-capacity arrays of run-time rank (up to fusex::max_rank),
+/// NumPy broadcasting, and their printing for error messages.
+
+#include <fusex/config.hpp>
+#include <fusex/error.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace fusex {
+
+/// A list of up to max_rank 64-bit integers: the extents of a shape or the strides of a view
+/// (strides are counted in elements).
+class dims {
+ public:
+  constexpr dims() = default;
+  dims(std::initializer_list<std::int64_t> v) {
+    if (v.size() > static_cast<std::size_t>(max_rank)) {
+      throw shape_error("fusex: rank " + std::to_string(v.size()) + " exceeds fusex::max_rank (" +
+                        std::to_string(max_rank) + ")");
+    }
+    for (std::int64_t x : v) v_[rank_++] = x;
+  }
+  /// A list of `rank` copies of `value`.
+  static dims filled(int rank, std::int64_t value) {
+    check_rank(rank);
+    dims d;
+    d.rank_ = rank;
+    for (int i = 0; i < rank; ++i) d.v_[i] = value;
+    return d;
+  }
+
+  FUSEX_HD constexpr int rank() const noexcept { return rank_; }
+  FUSEX_HD constexpr int size() const noexcept { return rank_; }
+  FUSEX_HD constexpr std::int64_t operator[](int i) const noexcept { return v_[i]; }
+  FUSEX_HD constexpr std::int64_t& operator[](int i) noexcept { return v_[i]; }
+  const std::int64_t* begin() const noexcept { return v_; }
+  const std::int64_t* end() const noexcept { return v_ + rank_; }
+
+  void push_back(std::int64_t x) {
+    check_rank(rank_ + 1);
+    v_[rank_++] = x;
+  }
+  void insert(int pos, std::int64_t x) {
+    check_rank(rank_ + 1);
+    for (int i = rank_; i > pos; --i) v_[i] = v_[i - 1];
+    v_[pos] = x;
+    ++rank_;
+  }
+  void erase(int pos) {
+    for (int i = pos; i + 1 < rank_; ++i) v_[i] = v_[i + 1];
+    --rank_;
+  }
+
+  friend bool operator==(const dims& a, const dims& b) noexcept {
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)
+      if (a.v_[i] != b.v_[i]) return false;
+    return true;
+  }
+  friend bool operator!=(const dims& a, const dims& b) noexcept { return !(a == b); }
+
+  /// "[16384, 4096]"
+  std::string str() const {
+    std::string s = "[";
+    for (int i = 0; i < rank_; ++i) {
+      if (i) s += ", ";
+      s += std::to_string(v_[i]);
+    }
+    return s + "]";
+  }
+
+  static void check_rank(int r) {
+    if (r < 0 || r > max_rank)
+      throw shape_error("fusex: rank " + std::to_string(r) + " exceeds fusex::max_rank (" +
+                        std::to_string(max_rank) + ")");
+  }
+
+ private:
+  std::int64_t v_[max_rank] = {};
+  int rank_ = 0;
+};
+
+/// The extents of a tensor.
+using shape_t = dims;
+/// The strides of a view, in elements.
+using strides_t = dims;
+
+/// Number of elements of a shape (1 for rank 0).
+inline std::int64_t numel(const shape_t& s) noexcept {
+  std::int64_t n = 1;
+  for (std::int64_t e : s) n *= e;
+  return n;
+}
+
+/// Row-major (C order) strides of a shape.
+inline strides_t contiguous_strides(const shape_t& s) {
+  strides_t st = dims::filled(s.rank(), 0);
+  std::int64_t acc = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= (s[i] > 0 ? s[i] : 1);
+  }
+  return st;
+}
+
+/// Normalises a possibly negative axis against `rank`; throws shape_error naming the axis.
+inline int normalize_axis(int axis, int rank, const char* what = "axis") {
+  if (axis < -rank || axis >= (rank > 0 ? rank : 1) || (rank == 0 && axis != 0 && axis != -1)) {
+    throw shape_error(std::string("fusex: ") + what + " " + std::to_string(axis) +
+                      " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// NumPy broadcasting of two shapes: trailing dimensions aligned, size-1 and missing dimensions
+/// stretched. Throws shape_error naming both shapes and `context` when they do not broadcast.
+inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* context = nullptr) {
+  const int r = a.rank() > b.rank() ? a.rank() : b.rank();
+  shape_t out = dims::filled(r, 1);
+  for (int i = 0; i < r; ++i) {
+    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
+    const std::int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
+    if (ea == eb || eb == 1) {
+      out[i] = ea;
+    } else if (ea == 1) {
+      out[i] = eb;
+    } else {
+      std::string m = "fusex: shapes " + a.str() + " and " + b.str() + " cannot be broadcast";
+      if (context) m += std::string(" in '") + context + "'";
+      m += " (dimension " + std::to_string(i - r) + ": " + std::to_string(ea) + " vs " +
+           std::to_string(eb) + ")";
+      throw shape_error(m);
+    }
+  }
+  return out;
+}
+
+/// True when `from` broadcasts to exactly `to` (NumPy rules, `to` unchanged).
+inline bool broadcasts_to(const shape_t& from, const shape_t& to) noexcept {
+  if (from.rank() > to.rank()) return false;
+  for (int i = 0; i < from.rank(); ++i) {
+    const std::int64_t ef = from[i], et = to[to.rank() - from.rank() + i];
+    if (ef != et && ef != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace fusex

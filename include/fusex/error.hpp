@@ -1,0 +1,81 @@
+#pragma once
+/// \file
+/// The exception hierarchy: every error fusex raises derives from fusex::error.
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace fusex {
+
+/// Base of every exception fusex throws.
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A CUDA runtime call failed. Carries the call's text, the source location and the error code.
+class cuda_error : public error {
+ public:
+  cuda_error(cudaError_t code, const char* call, const char* file, int line)
+      : error(make_message(code, call, file, line)), code_(code), call_(call), file_(file), line_(line) {}
+
+  /// The CUDA error code returned by the failing call.
+  cudaError_t code() const noexcept { return code_; }
+  /// The text of the failing call, as written in the source.
+  const char* call() const noexcept { return call_; }
+  /// Source file of the failing call.
+  const char* file() const noexcept { return file_; }
+  /// Source line of the failing call.
+  int line() const noexcept { return line_; }
+
+ private:
+  static std::string make_message(cudaError_t code, const char* call, const char* file, int line) {
+    std::string m = "fusex: CUDA call '";
+    m += call;
+    m += "' failed with ";
+    m += cudaGetErrorName(code);
+    m += " (";
+    m += cudaGetErrorString(code);
+    m += ") at ";
+    m += file;
+    m += ':';
+    m += std::to_string(line);
+    return m;
+  }
+
+  cudaError_t code_;
+  const char* call_;
+  const char* file_;
+  int line_;
+};
+
+/// Shapes that do not broadcast, a destination of the wrong shape, a bad axis: the message names
+/// the shapes involved.
+class shape_error : public error {
+ public:
+  using error::error;
+};
+
+/// An argument that is invalid for a reason other than its shape: a null pointer with non-zero
+/// size, overlapping destination and input, an unsupported layout.
+class invalid_argument : public error {
+ public:
+  using error::error;
+};
+
+namespace detail {
+inline void cuda_check(cudaError_t code, const char* call, const char* file, int line) {
+  if (code != cudaSuccess) {
+    // Clear the non-sticky error so that later, unrelated checks do not report it again.
+    (void)cudaGetLastError();
+    throw cuda_error(code, call, file, line);
+  }
+}
+}  // namespace detail
+}  // namespace fusex
+
+/// Checks the cudaError_t returned by `call`; throws fusex::cuda_error naming the call, file and
+/// line on failure.
+#define FUSEX_CUDA_CHECK(call) ::fusex::detail::cuda_check((call), #call, __FILE__, __LINE__)
