@@ -1,0 +1,59 @@
+#pragma once
+// Shared helpers for fusex benchmarks: CUDA-event timing for Google Benchmark's manual time, and a
+// device-to-device copy baseline measured in the same run.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+#include <fusex/error.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace fusex_bench {
+
+/// Times `body()` (which enqueues work on `stream`) with CUDA events for each benchmark iteration
+/// and reports it as manual time. Warm-up runs once before timing.
+template <class F>
+void time_with_events(benchmark::State& state, cudaStream_t stream, F&& body) {
+  cudaEvent_t start, stop;
+  FUSEX_CUDA_CHECK(cudaEventCreate(&start));
+  FUSEX_CUDA_CHECK(cudaEventCreate(&stop));
+  body();
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (auto _ : state) {
+    FUSEX_CUDA_CHECK(cudaEventRecord(start, stream));
+    body();
+    FUSEX_CUDA_CHECK(cudaEventRecord(stop, stream));
+    FUSEX_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    FUSEX_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(static_cast<double>(ms) / 1e3);
+  }
+  FUSEX_CUDA_CHECK(cudaEventDestroy(start));
+  FUSEX_CUDA_CHECK(cudaEventDestroy(stop));
+}
+
+/// Prints the device and returns false when there is none (benchmarks then exit 0 with a message).
+inline bool report_device() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("fusex benchmarks: no usable CUDA device, nothing to measure\n");
+    return false;
+  }
+  cudaDeviceProp p{};
+  FUSEX_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  std::printf("device: %s (sm_%d%d, %d SMs)\n", p.name, p.major, p.minor, p.multiProcessorCount);
+  benchmark::AddCustomContext("gpu", p.name);
+  return true;
+}
+
+}  // namespace fusex_bench
+
+/// main() for a fusex benchmark program.
+#define FUSEX_BENCHMARK_MAIN()                                   \
+  int main(int argc, char** argv) {                              \
+    benchmark::Initialize(&argc, argv);                          \
+    if (!fusex_bench::report_device()) return 0;                 \
+    benchmark::RunSpecifiedBenchmarks();                         \
+    benchmark::Shutdown();                                       \
+    return 0;                                                    \
+  }
