@@ -1,0 +1,29 @@
+"""Builds and runs a small CUDA program against the fusex package that `conan create` made."""
+
+import os
+
+from conan import ConanFile
+from conan.tools.build import can_run
+from conan.tools.cmake import CMake, cmake_layout
+
+
+class FusexTestPackageConan(ConanFile):
+    settings = "os", "arch", "compiler", "build_type"
+    generators = "CMakeDeps", "CMakeToolchain"
+
+    def requirements(self):
+        self.requires(self.tested_reference_str)
+
+    def layout(self):
+        cmake_layout(self)
+
+    def build(self):
+        # The CUDA compiler and architectures come from CMake's usual CUDACXX and CUDAARCHS
+        # environment variables; test_package/CMakeLists.txt defaults to sm_90.
+        cmake = CMake(self)
+        cmake.configure()
+        cmake.build()
+
+    def test(self):
+        if can_run(self):
+            self.run(os.path.join(self.cpp.build.bindir, "fusex_test_package"), env="conanrun")

@@ -1,0 +1,23 @@
+// Conan test_package: compiles fusex's headers with nvcc and links the CUDA runtime through
+// fusex::fusex. Running it needs no GPU.
+#if __has_include(<fusex/fusex.hpp>)
+#include <fusex/fusex.hpp>
+#else
+#include <fusex/core/view.hpp>
+#endif
+#include <fusex/version.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+int main() {
+  float host[6] = {};
+  fusex::view<float> v(host, {2, 3});
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  std::printf("fusex-test-package: fusex %s OK, view of %lld elements, %d CUDA device(s)%s%s\n",
+              fusex::version_string, static_cast<long long>(v.size()), err == cudaSuccess ? count : 0,
+              err == cudaSuccess ? "" : ": ", err == cudaSuccess ? "" : cudaGetErrorName(err));
+  return v.size() == 6 ? 0 : 1;
+}

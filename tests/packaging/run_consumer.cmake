@@ -1,0 +1,131 @@
+# Runs one packaging check as a real consumer would: cmake -P run_consumer.cmake with
+#   MODE          find_package | add_subdirectory | fetchcontent | conan
+#   SOURCE_DIR    fusex's source tree
+#   WORK_DIR      scratch folder, wiped first
+#   GENERATOR, MAKE_PROGRAM, CXX_COMPILER, CUDA_COMPILER, CUDA_HOST_COMPILER, CUDA_ARCHITECTURES,
+#   BUILD_TYPE    passed on to every project configured here, so consumers build like the parent
+#   VERSION       the version fusex's headers must report
+#   EXPECT_MATMUL 1 when fusex defines fusex_matmul: consumers must then see fusex::matmul
+#   CONAN         the conan executable (MODE conan)
+# Each step's output goes to a log that is printed only when the step fails.
+cmake_minimum_required(VERSION 3.25)
+
+foreach(_v MODE SOURCE_DIR WORK_DIR CUDA_COMPILER VERSION)
+  if(NOT DEFINED ${_v} OR "${${_v}}" STREQUAL "")
+    message(FATAL_ERROR "run_consumer.cmake: ${_v} is not set")
+  endif()
+endforeach()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+# Options every configure step gets.
+set(_common -Wno-dev "-DCMAKE_CUDA_COMPILER=${CUDA_COMPILER}")
+if(GENERATOR)
+  list(APPEND _common -G "${GENERATOR}")
+endif()
+foreach(_pair "MAKE_PROGRAM;CMAKE_MAKE_PROGRAM" "CXX_COMPILER;CMAKE_CXX_COMPILER"
+              "CUDA_HOST_COMPILER;CMAKE_CUDA_HOST_COMPILER" "CUDA_ARCHITECTURES;CMAKE_CUDA_ARCHITECTURES"
+              "BUILD_TYPE;CMAKE_BUILD_TYPE")
+  list(GET _pair 0 _in)
+  list(GET _pair 1 _out)
+  if(NOT "${${_in}}" STREQUAL "")
+    list(APPEND _common "-D${_out}=${${_in}}")
+  endif()
+endforeach()
+
+# step(<name> COMMAND...): runs the command, logs to WORK_DIR/<name>.log, stops on failure.
+function(step name)
+  string(TIMESTAMP _t0 "%s")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+  string(TIMESTAMP _t1 "%s")
+  math(EXPR _dt "${_t1} - ${_t0}")
+  file(WRITE "${WORK_DIR}/${name}.log" "${_out}")
+  if(NOT _rc EQUAL 0)
+    list(JOIN ARGN " " _cmd)
+    message(FATAL_ERROR "packaging ${MODE}: step '${name}' failed (${_rc}):\n  ${_cmd}\n${_out}")
+  endif()
+  message(STATUS "packaging ${MODE}: ${name} ok (${_dt} s)")
+  set(step_output "${_out}" PARENT_SCOPE)
+endfunction()
+
+set(_consumer "${CMAKE_CURRENT_LIST_DIR}/consumer")
+set(_consumer_args ${_common} "-DFUSEX_CONSUME=${MODE}" "-DFUSEX_EXPECTED_VERSION=${VERSION}")
+if(EXPECT_MATMUL)
+  list(APPEND _consumer_args -DFUSEX_EXPECT_MATMUL=ON)
+endif()
+
+if(MODE STREQUAL "find_package")
+  # A fresh install of fusex alone (no tests, examples or benchmarks), as a user would make one.
+  set(_prefix "${WORK_DIR}/prefix")
+  step(fusex-configure ${CMAKE_COMMAND} ${_common} -S "${SOURCE_DIR}" -B "${WORK_DIR}/fusex-build"
+       -DFUSEX_BUILD_TESTS=OFF -DFUSEX_BUILD_EXAMPLES=OFF -DFUSEX_BUILD_BENCHMARKS=OFF -DFUSEX_INSTALL=ON)
+  step(fusex-install ${CMAKE_COMMAND} --install "${WORK_DIR}/fusex-build" --prefix "${_prefix}")
+  # The config package must compute machine-specific paths (the CUDA Toolkit's) when it is found,
+  # not carry the ones of the machine it was installed from.
+  get_filename_component(_toolkit "${CUDA_COMPILER}" DIRECTORY)
+  get_filename_component(_toolkit "${_toolkit}" DIRECTORY)
+  get_filename_component(_toolkit_real "${_toolkit}" REALPATH)
+  file(GLOB _config_files "${_prefix}/share/cmake/fusex/*.cmake")
+  if(NOT _config_files)
+    message(FATAL_ERROR "packaging ${MODE}: no config package under ${_prefix}/share/cmake/fusex")
+  endif()
+  foreach(_f IN LISTS _config_files)
+    file(READ "${_f}" _text)
+    foreach(_baked "${SOURCE_DIR}" "${WORK_DIR}" "${_toolkit}/" "${_toolkit_real}/")
+      string(FIND "${_text}" "${_baked}" _at)
+      if(NOT _at EQUAL -1)
+        message(FATAL_ERROR "packaging ${MODE}: ${_f} contains the path '${_baked}'")
+      endif()
+    endforeach()
+  endforeach()
+  if(NOT EXISTS "${_prefix}/include/fusex/version.hpp")
+    message(FATAL_ERROR "packaging ${MODE}: headers not installed under ${_prefix}/include")
+  endif()
+  list(APPEND _consumer_args "-DCMAKE_PREFIX_PATH=${_prefix}")
+elseif(MODE STREQUAL "add_subdirectory" OR MODE STREQUAL "fetchcontent")
+  list(APPEND _consumer_args "-DFUSEX_SOURCE_DIR=${SOURCE_DIR}")
+elseif(MODE STREQUAL "conan")
+  if(NOT CONAN)
+    message(FATAL_ERROR "packaging conan: CONAN is not set")
+  endif()
+  # A private Conan home: nothing from the user's cache or profiles leaks in, nothing is left in it.
+  # The test_package reads the CUDA compiler and architectures from CUDACXX and CUDAARCHS.
+  set(ENV{CONAN_HOME} "${WORK_DIR}/conan-home")
+  set(ENV{CUDACXX} "${CUDA_COMPILER}")
+  if(CUDA_ARCHITECTURES)
+    set(ENV{CUDAARCHS} "${CUDA_ARCHITECTURES}")
+  endif()
+  if(CUDA_HOST_COMPILER)
+    set(ENV{CUDAHOSTCXX} "${CUDA_HOST_COMPILER}")
+  endif()
+  if(CXX_COMPILER)
+    set(ENV{CXX} "${CXX_COMPILER}")
+  endif()
+  step(conan-profile "${CONAN}" profile detect --force)
+  # fusex requires nothing from Conan Center; without the remote, the check also runs offline.
+  step(conan-remote "${CONAN}" remote remove conancenter)
+  set(_conf)
+  if(GENERATOR)
+    list(APPEND _conf -c "tools.cmake.cmaketoolchain:generator=${GENERATOR}")
+  endif()
+  # A copy of test_package, so that its build folder lands under WORK_DIR, not in the source tree.
+  file(COPY "${SOURCE_DIR}/test_package" DESTINATION "${WORK_DIR}" PATTERN build EXCLUDE)
+  step(conan-create "${CONAN}" create "${SOURCE_DIR}" --build=missing
+       --test-folder "${WORK_DIR}/test_package" ${_conf})
+  # The test_package's program prints "fusex-test-package: fusex <version> OK ..." when it ran.
+  string(REGEX MATCH "fusex-test-package: [^\n]*" _ran "${step_output}")
+  if(NOT _ran)
+    message(FATAL_ERROR "packaging conan: the test_package program did not run:\n${step_output}")
+  endif()
+  message(STATUS "packaging conan: ${_ran}")
+  return()
+else()
+  message(FATAL_ERROR "run_consumer.cmake: unknown MODE '${MODE}'")
+endif()
+
+step(consumer-configure ${CMAKE_COMMAND} ${_consumer_args} -S "${_consumer}" -B "${WORK_DIR}/consumer-build")
+step(consumer-build ${CMAKE_COMMAND} --build "${WORK_DIR}/consumer-build")
+step(consumer-run "${WORK_DIR}/consumer-build/fusex_consumer")
+string(STRIP "${step_output}" _ran)
+message(STATUS "packaging ${MODE}: ${_ran}")
