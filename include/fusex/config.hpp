@@ -13,6 +13,13 @@
 #define FUSEX_FORCEINLINE inline
 #endif
 
+// Loop unrolling hint for device code (plain C++ compilers would warn about an unknown pragma).
+#if defined(__CUDA_ARCH__)
+#define FUSEX_UNROLL _Pragma("unroll")
+#else
+#define FUSEX_UNROLL
+#endif
+
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__)
 #define FUSEX_DEVICE_PASS 1
 #else

@@ -1,0 +1,338 @@
+#pragma once
+/// \file
+/// Evaluation: fusex::eval (device, asynchronous on a stream), fusex::host::eval (the host
+/// backend), fusex::tie for several destinations computed by one kernel, and fusex::explain, the
+/// plan printer. Every path plans through the same planner (plan/elementwise_plan.hpp).
+
+#include <fusex/config.hpp>
+#include <fusex/core/dtype.hpp>
+#include <fusex/core/tensor.hpp>
+#include <fusex/core/view.hpp>
+#include <fusex/device/elementwise_kernel.hpp>
+#include <fusex/device/launch.hpp>
+#include <fusex/expr/detail/evaluator.hpp>
+#include <fusex/expr/node.hpp>
+#include <fusex/plan/elementwise_plan.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace fusex {
+
+/// Several destinations of one evaluation (see fusex::tie).
+template <class... T>
+struct outputs {
+  std::tuple<view<T>...> views;
+};
+
+namespace detail {
+template <class D>
+auto as_destination(const D& d) {
+  using X = std::decay_t<D>;
+  if constexpr (is_view<X>::value) {
+    static_assert(!std::is_const_v<typename X::element_type>,
+                  "fusex::eval: a destination must be a view of non-const elements");
+    return d;
+  } else if constexpr (is_tensor<X>::value) {
+    return d.view();
+  } else {
+    static_assert(is_view<X>::value || is_tensor<X>::value, "fusex::eval: a destination must be a fusex::view or fusex::tensor");
+    return view<float>();
+  }
+}
+
+template <class N>
+struct max_leaf_size { static constexpr int value = 0; };
+template <class T>
+struct max_leaf_size<leaf_node<T>> { static constexpr int value = sizeof(typename leaf_node<T>::value_type); };
+template <class Op, class... A>
+struct max_leaf_size<map_node<Op, A...>> {
+  static constexpr int value = [] {
+    int m = 0;
+    ((m = max_leaf_size<A>::value > m ? max_leaf_size<A>::value : m), ...);
+    return m;
+  }();
+};
+
+template <class... T>
+struct dest_size {
+  static constexpr int value = [] {
+    int m = 0;
+    ((m = static_cast<int>(sizeof(T)) > m ? static_cast<int>(sizeof(T)) : m), ...);
+    return m;
+  }();
+};
+
+// Vector width: 16 bytes of the widest element any destination or leaf has.
+template <class DstTuple, class... E>
+struct vector_width_of;
+template <class... T, class... E>
+struct vector_width_of<std::tuple<view<T>...>, E...> {
+  static constexpr int widest = [] {
+    int m = dest_size<T...>::value;
+    ((m = max_leaf_size<E>::value > m ? max_leaf_size<E>::value : m), ...);
+    return m;
+  }();
+  static constexpr int value = widest >= 16 ? 1 : 16 / widest;
+};
+
+/// Everything an evaluation needs before it runs: the operands and the planner's decisions.
+template <int NOut, int NLeaves>
+struct prepared_evaluation {
+  std::array<operand_layout, NOut + NLeaves> ops;
+  elementwise_layout layout;
+};
+
+template <class T>
+operand_layout describe_operand(const view<T>& v) {
+  operand_layout o;
+  o.data = v.data();
+  o.elem_size = static_cast<int>(sizeof(T));
+  o.dtype = dtype_name<std::remove_const_t<T>>();
+  o.shape = v.shape();
+  o.strides = v.strides();
+  return o;
+}
+
+template <class... T, class... E>
+auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
+  static_assert(sizeof...(T) == sizeof...(E), "fusex::eval: one expression per destination");
+  static_assert((is_expr_v<E> && ...), "fusex::eval: internal: expressions expected");
+  constexpr int n_out = static_cast<int>(sizeof...(T));
+  prepared_evaluation<n_out, (0 + ... + E::leaf_count)> pe;
+  int k = 0;
+  std::apply([&](const auto&... d) { ((pe.ops[k++] = describe_operand(d)), ...); }, dsts);
+  const shape_t& dshape = std::get<0>(dsts).shape();
+  auto add_expr = [&](const auto& e) {
+    const shape_t es = e.shape();
+    if (!broadcasts_to(es, dshape)) {
+      throw shape_error("fusex: cannot evaluate an expression of shape " + es.str() + " into a destination of shape " +
+                        dshape.str());
+    }
+    auto add_leaf = [&](const leaf_info& li) {
+      operand_layout& o = pe.ops[k++];
+      o.data = li.data;
+      o.elem_size = li.elem_size;
+      o.dtype = li.dtype;
+      o.shape = li.shape;
+      o.strides = li.strides;
+    };
+    e.visit_leaves(add_leaf);
+  };
+  (add_expr(exprs), ...);
+  plan_elementwise(pe.ops.data(), n_out, k, vector_width_of<std::tuple<view<T>...>, E...>::value, pe.layout);
+  return pe;
+}
+
+template <class Index, class T>
+out_eval<T, Index> make_out_evaluator(const view<T>& v, const operand_layout& o) {
+  out_eval<T, Index> e{v.data(), {}};
+  for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(o.s[d]);
+  return e;
+}
+
+template <class Index, class PE, class... T, class... E, std::size_t... I>
+auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, const E&... exprs) {
+  leaf_strides_source<Index> src{pe.ops.data() + sizeof...(T), 0};
+  using result = cuda::std::tuple<assignment<out_eval<T, Index>, evaluator_t<E, Index>>...>;
+  // Braced initialisation runs left to right: expressions take their leaves in order.
+  return result{assignment<out_eval<T, Index>, evaluator_t<E, Index>>{
+      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), make_evaluator(exprs, src)}...};
+}
+
+#if defined(__CUDACC__)
+template <class Index, int V, class PE, class... T, class... E>
+void launch_elementwise(const PE& pe, const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs) {
+  const elementwise_layout& L = pe.layout;
+  const auto params = make_elementwise_params<Index>(L);
+  const auto as = make_assignments<Index>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
+  const device_properties& dev = current_device_info();
+  const std::int64_t per_block = std::int64_t{elementwise_block} * elementwise_unroll;
+  std::int64_t blocks = (L.work + per_block - 1) / per_block;
+  const std::int64_t cap = std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / elementwise_block) * 4;
+  if (blocks > cap) blocks = cap;
+  if (blocks < 1) blocks = 1;
+  launch_kernel("elementwise_kernel", &elementwise_kernel<Index, V, std::decay_t<decltype(as)>>,
+                dim3(static_cast<unsigned>(blocks)), dim3(elementwise_block), 0, stream, dev, params, as);
+}
+#endif
+
+template <class... T, class... E>
+void eval_device(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs) {
+#if defined(__CUDACC__)
+  const auto pe = prepare(dsts, exprs...);
+  if (pe.layout.numel == 0) return;
+  constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
+  if (pe.layout.index64) launch_elementwise<std::uint64_t, V>(pe, dsts, stream, exprs...);
+  else launch_elementwise<std::uint32_t, V>(pe, dsts, stream, exprs...);
+#else
+  static_assert(sizeof...(T) == 0 && sizeof...(T) != 0,
+                "fusex::eval runs on the GPU and needs this translation unit compiled by nvcc; "
+                "use fusex::host::eval to evaluate on the CPU");
+  (void)dsts;
+  (void)stream;
+  ((void)exprs, ...);
+#endif
+}
+
+template <class... T, class... E>
+void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
+  const auto pe = prepare(dsts, exprs...);
+  if (pe.layout.numel == 0) return;
+  elementwise_layout L = pe.layout;
+  L.vector_width = 1;  // the planner may have vectorised; the host loop goes element by element
+  L.work = L.numel;
+  L.tail_start = L.numel;
+  const auto params = make_elementwise_params<std::uint64_t>(L);
+  const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
+  using seq = std::make_index_sequence<sizeof...(T)>;
+  for (std::uint64_t w = 0; w < params.work; ++w) process_items<1, 1>(as, params, w, std::uint64_t{1}, params.work, seq{});
+}
+
+// --- the plan printer ----------------------------------------------------------------------------
+inline void indent(std::string& out, int depth) { out.append(static_cast<std::size_t>(depth) * 2, ' '); }
+
+template <class T>
+void describe_node(const leaf_node<T>&, std::string& out, int depth, const operand_layout*& leaf,
+                   const elementwise_layout& L) {
+  const operand_layout& o = *leaf++;
+  indent(out, depth);
+  out += "view " + operand_text(o);
+  if (o.shape != L.shape) out += " (broadcast)";
+  out += '\n';
+}
+template <class T>
+void describe_node(const scalar_node<T>& n, std::string& out, int depth, const operand_layout*&, const elementwise_layout&) {
+  indent(out, depth);
+  out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + '\n';
+}
+template <class Op, class... A, std::size_t... I>
+void describe_children(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
+                       const elementwise_layout& L, std::index_sequence<I...>);
+template <class Op, class... A>
+void describe_node(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
+                   const elementwise_layout& L) {
+  indent(out, depth);
+  out += std::string(Op::name) + " -> " + dtype_name<typename map_node<Op, A...>::value_type>() + '\n';
+  describe_children(n, out, depth + 1, leaf, L, std::index_sequence_for<A...>{});
+}
+template <class Op, class... A, std::size_t... I>
+void describe_children(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
+                       const elementwise_layout& L, std::index_sequence<I...>) {
+  (describe_node(cuda::std::get<I>(n.args), out, depth, leaf, L), ...);
+}
+
+template <class... T, class... E>
+std::string explain_impl(const std::tuple<view<T>...>& dsts, const E&... exprs) {
+  const auto pe = prepare(dsts, exprs...);
+  const elementwise_layout& L = pe.layout;
+  std::string out;
+  if (L.numel == 0) {
+    return "fusex plan: empty destination " + L.shape.str() + ": no kernel\n";
+  }
+  out += "fusex plan: 1 kernel (elementwise), " + std::to_string(sizeof...(T)) + " destination(s) of shape " +
+         L.shape.str() + "\n";
+  out += "  index space [";
+  for (int d = 0; d < L.rank; ++d) out += (d ? ", " : "") + std::to_string(L.extent[d]);
+  out += "], ";
+  if (L.vector_width > 1) {
+    out += "vector width " + std::to_string(L.vector_width) + " (16-byte accesses)";
+  } else {
+    out += "scalar accesses";
+  }
+  out += L.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n";
+  const operand_layout* leaf = pe.ops.data() + sizeof...(T);
+  int i = 0;
+  auto one = [&](const auto& e) {
+    out += "  destination " + std::to_string(i) + ": " + operand_text(pe.ops[static_cast<std::size_t>(i)]) + " <-\n";
+    describe_node(e, out, 2, leaf, L);
+    ++i;
+  };
+  (one(exprs), ...);
+  return out;
+}
+
+template <class D>
+struct is_outputs : std::false_type {};
+template <class... T>
+struct is_outputs<outputs<T...>> : std::true_type {};
+
+template <class Dst>
+using dest_value_t = typename decltype(as_destination(std::declval<const Dst&>()))::value_type;
+
+template <class... T, class Args, std::size_t... I>
+auto dests_and_exprs(const outputs<T...>& o, const Args& args, std::index_sequence<I...>) {
+  return std::make_pair(o.views, std::make_tuple(as_expr<T>(std::get<I>(args))...));
+}
+}  // namespace detail
+
+/// Destinations for a multi-output evaluation: `fusex::eval(fusex::tie(a, b), expr_a, expr_b, stream)`
+/// computes both in one kernel. Accepts views and tensors, all of one shape.
+template <class... D>
+auto tie(const D&... d) {
+  return outputs<detail::dest_value_t<D>...>{std::make_tuple(detail::as_destination(d)...)};
+}
+
+/// Evaluates `expr` into `dst` (a view or tensor) on `stream` as one kernel, asynchronously (no
+/// host synchronisation). The expression's shape must broadcast to the destination's. A scalar
+/// expression fills the destination. Throws fusex::shape_error or fusex::invalid_argument on bad
+/// input, before anything is launched. Empty destinations launch nothing.
+template <class D, class E, std::enable_if_t<!detail::is_outputs<D>::value, int> = 0>
+void eval(const D& dst, const E& expr, cudaStream_t stream) {
+  detail::eval_device(std::make_tuple(detail::as_destination(dst)), stream, as_expr<detail::dest_value_t<D>>(expr));
+}
+
+/// Evaluates one expression per destination of `tie(...)`, all in one kernel:
+/// `eval(tie(a, b), expr_a, expr_b, stream)`.
+template <class... T, class... Args>
+void eval(const outputs<T...>& dsts, const Args&... exprs_then_stream) {
+  static_assert(sizeof...(Args) == sizeof...(T) + 1,
+                "fusex::eval(tie(d0, d1, ...), e0, e1, ..., stream): one expression per destination, then the stream");
+  const auto args = std::forward_as_tuple(exprs_then_stream...);
+  const cudaStream_t stream = std::get<sizeof...(T)>(args);
+  const auto de = detail::dests_and_exprs(dsts, args, std::index_sequence_for<T...>{});
+  std::apply([&](const auto&... e) { detail::eval_device(de.first, stream, e...); }, de.second);
+}
+
+/// The plan the evaluation of `expr` into `dst` would run, as text: the index space, the access
+/// width, the index width, and the expression tree with each leaf's layout. Launches nothing.
+template <class D, class E, std::enable_if_t<!detail::is_outputs<D>::value, int> = 0>
+std::string explain(const D& dst, const E& expr) {
+  return detail::explain_impl(std::make_tuple(detail::as_destination(dst)), as_expr<detail::dest_value_t<D>>(expr));
+}
+/// The plan of a multi-output evaluation, as text.
+template <class... T, class... E>
+std::string explain(const outputs<T...>& dsts, const E&... exprs) {
+  static_assert(sizeof...(E) == sizeof...(T), "fusex::explain(tie(...), e...): one expression per destination");
+  return detail::explain_impl(dsts.views, as_expr<T>(exprs)...);
+}
+
+/// The host backend: the same expressions, planned by the same planner and computed by the same
+/// op functors, on the CPU over host memory. Synchronous.
+namespace host {
+/// Evaluates `expr` into `dst` (a view of host memory).
+template <class D, class E, std::enable_if_t<!detail::is_outputs<D>::value, int> = 0>
+void eval(const D& dst, const E& expr) {
+  detail::eval_host(std::make_tuple(detail::as_destination(dst)), as_expr<detail::dest_value_t<D>>(expr));
+}
+/// Evaluates one expression per destination of `tie(...)`.
+template <class... T, class... E>
+void eval(const outputs<T...>& dsts, const E&... exprs) {
+  static_assert(sizeof...(E) == sizeof...(T), "fusex::host::eval(tie(...), e...): one expression per destination");
+  detail::eval_host(dsts.views, as_expr<T>(exprs)...);
+}
+}  // namespace host
+
+template <class T>
+template <class E>
+void tensor<T>::assign(const E& expr, cudaStream_t stream) {
+  fusex::eval(view(), expr, stream);
+}
+
+}  // namespace fusex

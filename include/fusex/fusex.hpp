@@ -1,0 +1,16 @@
+#pragma once
+/// \file
+/// The umbrella header: everything fusex offers.
+
+#include <fusex/config.hpp>
+#include <fusex/core/dtype.hpp>
+#include <fusex/core/shape.hpp>
+#include <fusex/core/tensor.hpp>
+#include <fusex/core/view.hpp>
+#include <fusex/error.hpp>
+#include <fusex/eval.hpp>
+#include <fusex/expr/node.hpp>
+#include <fusex/expr/operators.hpp>
+#include <fusex/memory/buffer.hpp>
+#include <fusex/memory/resource.hpp>
+#include <fusex/version.hpp>
