@@ -79,3 +79,35 @@ inline void cuda_check(cudaError_t code, const char* call, const char* file, int
 /// Checks the cudaError_t returned by `call`; throws fusex::cuda_error naming the call, file and
 /// line on failure.
 #define FUSEX_CUDA_CHECK(call) ::fusex::detail::cuda_check((call), #call, __FILE__, __LINE__)
+
+// ------------------------------------------------------------------------------------------------
+// Memory exhaustion (appended by the memory area).
+#include <cstddef>
+#include <new>
+
+namespace fusex {
+
+/// A memory resource could not satisfy a request: the device (or a pool's reserve) is out of
+/// memory. Derives from both fusex::error and std::bad_alloc, so `catch (const fusex::error&)` and
+/// `catch (const std::bad_alloc&)` both see it. (Because std::exception is then a base twice,
+/// `catch (const std::exception&)` does not match it: catch one of the two named bases.) The
+/// message names the request, the resource's state and the upstream error; the resource that
+/// threw stays usable and keeps every live allocation.
+class bad_alloc : public error, public std::bad_alloc {
+ public:
+  bad_alloc(const std::string& message, std::size_t requested_bytes, cudaError_t upstream_error)
+      : error(message), requested_(requested_bytes), upstream_(upstream_error) {}
+
+  const char* what() const noexcept override { return error::what(); }
+  /// The number of bytes that was asked for.
+  std::size_t requested_bytes() const noexcept { return requested_; }
+  /// The error reported by the upstream allocator (cudaErrorMemoryAllocation when a limit of the
+  /// resource itself, not CUDA, refused the request).
+  cudaError_t upstream_error() const noexcept { return upstream_; }
+
+ private:
+  std::size_t requested_;
+  cudaError_t upstream_;
+};
+
+}  // namespace fusex
