@@ -11,13 +11,17 @@
 
 #include <cstdio>
 
+long long fusex_test_package_host_part();
+
 int main() {
   float host[6] = {};
   fusex::view<float> v(host, {2, 3});
+  const bool ok = v.size() == 6 && fusex_test_package_host_part() == 12;
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
-  std::printf("fusex-test-package: fusex %s OK, view of %lld elements, %d CUDA device(s)%s%s\n",
-              fusex::version_string, static_cast<long long>(v.size()), err == cudaSuccess ? count : 0,
-              err == cudaSuccess ? "" : ": ", err == cudaSuccess ? "" : cudaGetErrorName(err));
-  return v.size() == 6 ? 0 : 1;
+  std::printf("fusex-test-package: fusex %s %s, view of %lld elements, %d CUDA device(s)%s%s\n",
+              fusex::version_string, ok ? "OK" : "FAILED", static_cast<long long>(v.size()),
+              err == cudaSuccess ? count : 0, err == cudaSuccess ? "" : ": ",
+              err == cudaSuccess ? "" : cudaGetErrorName(err));
+  return ok ? 0 : 1;
 }

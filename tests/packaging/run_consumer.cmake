@@ -114,7 +114,7 @@ elseif(MODE STREQUAL "conan")
   step(conan-create "${CONAN}" create "${SOURCE_DIR}" --build=missing
        --test-folder "${WORK_DIR}/test_package" ${_conf})
   # The test_package's program prints "fusex-test-package: fusex <version> OK ..." when it ran.
-  string(REGEX MATCH "fusex-test-package: [^\n]*" _ran "${step_output}")
+  string(REGEX MATCH "fusex-test-package: fusex [^ ]+ OK[^\n]*" _ran "${step_output}")
   if(NOT _ran)
     message(FATAL_ERROR "packaging conan: the test_package program did not run:\n${step_output}")
   endif()
