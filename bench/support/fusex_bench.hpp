@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <fusex/error.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -12,8 +13,10 @@ namespace fusex_bench {
 
 /// Times `body()` (which enqueues work on `stream`) with CUDA events for each benchmark iteration
 /// and reports it as manual time. Warm-up runs once before timing.
+/// Returns the total timed seconds.
 template <class F>
-void time_with_events(benchmark::State& state, cudaStream_t stream, F&& body) {
+double time_with_events(benchmark::State& state, cudaStream_t stream, F&& body) {
+  double total = 0;
   cudaEvent_t start, stop;
   FUSEX_CUDA_CHECK(cudaEventCreate(&start));
   FUSEX_CUDA_CHECK(cudaEventCreate(&stop));
@@ -27,9 +30,21 @@ void time_with_events(benchmark::State& state, cudaStream_t stream, F&& body) {
     float ms = 0;
     FUSEX_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     state.SetIterationTime(static_cast<double>(ms) / 1e3);
+    total += static_cast<double>(ms) / 1e3;
   }
   FUSEX_CUDA_CHECK(cudaEventDestroy(start));
   FUSEX_CUDA_CHECK(cudaEventDestroy(stop));
+  return total;
+}
+
+/// Sets bytes/s from `bytes_per_iteration` and, when a copy baseline of `baseline_key` was
+/// measured earlier in this run, the ratio to it as the counter `copy_ratio`.
+inline void report_bandwidth(benchmark::State& state, double bytes_per_iteration, double seconds,
+                             double copy_bytes_per_second) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes_per_iteration * static_cast<double>(state.iterations())));
+  const double bw = seconds > 0 ? bytes_per_iteration * static_cast<double>(state.iterations()) / seconds : 0;
+  state.counters["GBps"] = bw / 1e9;
+  if (copy_bytes_per_second > 0) state.counters["copy_ratio"] = bw / copy_bytes_per_second;
 }
 
 /// Prints the device and returns false when there is none (benchmarks then exit 0 with a message).

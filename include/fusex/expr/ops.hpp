@@ -10,9 +10,10 @@
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
 
+#include <cuda/std/limits>
+
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <math.h>
 #include <type_traits>
 
@@ -70,6 +71,11 @@ FUSEX_HD FUSEX_FORCEINLINE double rsqrt(double x) {
 #else
   return 1.0 / ::sqrt(x);
 #endif
+}
+template <class T>
+FUSEX_HD FUSEX_FORCEINLINE bool negative(T x) {
+  if constexpr (std::is_signed_v<T>) return x < T(0);
+  else return false;
 }
 template <class T>
 FUSEX_HD FUSEX_FORCEINLINE bool isnan(T x) {
@@ -232,7 +238,7 @@ struct isnan : predicate_op {
 struct isinf : predicate_op {
   static constexpr const char* name = "isinf";
   template <class C> FUSEX_HD bool operator()(C a) const {
-    if constexpr (std::is_floating_point_v<C>) return a == std::numeric_limits<C>::infinity() || a == -std::numeric_limits<C>::infinity();
+    if constexpr (std::is_floating_point_v<C>) return a == cuda::std::numeric_limits<C>::infinity() || a == -cuda::std::numeric_limits<C>::infinity();
     else return false;
   }
 };
@@ -269,7 +275,7 @@ struct shift_left : promoting_op {
   static constexpr const char* name = "shift_left";
   template <class C> FUSEX_HD C operator()(C a, C b) const {
     constexpr int bits = static_cast<int>(sizeof(C) * 8);
-    if (b < C(0) || b >= C(bits)) return C(0);
+    if (detail::math::negative(b) || b >= C(bits)) return C(0);
     return static_cast<C>(static_cast<std::make_unsigned_t<C>>(a) << b);
   }
 };
@@ -278,7 +284,7 @@ struct shift_right : promoting_op {
   static constexpr const char* name = "shift_right";
   template <class C> FUSEX_HD C operator()(C a, C b) const {
     constexpr int bits = static_cast<int>(sizeof(C) * 8);
-    if (b < C(0) || b >= C(bits)) return a < C(0) ? C(-1) : C(0);
+    if (detail::math::negative(b) || b >= C(bits)) return detail::math::negative(a) ? C(-1) : C(0);
     return static_cast<C>(a >> b);
   }
 };

@@ -1,0 +1,156 @@
+// Elementwise fusion benchmarks (issue: elementwise fusion). Every bandwidth is counted as the
+// minimal bytes (inputs read once, output written once) and compared with a device-to-device copy
+// of the same size measured in the same run (counter copy_ratio).
+#include <fusex/fusex.hpp>
+
+#include "fusex_bench.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace {
+
+using fusex::bfloat16;
+
+cudaStream_t bench_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st;
+    FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    return st;
+  }();
+  return s;
+}
+
+template <class T>
+struct device_buffer {
+  T* p = nullptr;
+  explicit device_buffer(std::size_t n) {
+    FUSEX_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+    // Non-zero data: fill with a fusex expression of a constant.
+    fusex::eval(fusex::make_view(p, {static_cast<std::int64_t>(n)}), 1.37f, bench_stream());
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
+  }
+  ~device_buffer() { cudaFree(p); }
+};
+
+// Copy bandwidth (bytes read + written per second) by size in bytes, measured in this run.
+std::map<std::size_t, double>& copy_bandwidth() {
+  static std::map<std::size_t, double> m;
+  return m;
+}
+
+void bm_copy(benchmark::State& state) {
+  const std::size_t bytes = static_cast<std::size_t>(state.range(0));
+  device_buffer<std::uint8_t> a(bytes), b(bytes);
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    FUSEX_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, bench_stream()));
+  });
+  const double moved = 2.0 * static_cast<double>(bytes);
+  fusex_bench::report_bandwidth(state, moved, secs, 0);
+  copy_bandwidth()[bytes] = moved * static_cast<double>(state.iterations()) / secs;
+}
+
+double copy_bw_for(std::size_t bytes) {
+  auto it = copy_bandwidth().find(bytes);
+  return it == copy_bandwidth().end() ? 0 : it->second;
+}
+
+constexpr std::int64_t rows = 16384, cols = 4096;
+constexpr std::int64_t chain_n = std::int64_t{1} << 26;
+
+template <class T>
+void bm_relu_bias_fused(benchmark::State& state) {
+  device_buffer<T> x(rows * cols), b(cols), y(rows * cols);
+  auto xv = fusex::make_view(x.p, {rows, cols});
+  auto bv = fusex::make_view(b.p, {cols});
+  auto yv = fusex::make_view(y.p, {rows, cols});
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
+  fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs, copy_bw_for(rows * cols * sizeof(T)));
+}
+
+template <class T>
+void bm_relu_bias_unfused(benchmark::State& state) {
+  device_buffer<T> x(rows * cols), b(cols), t(rows * cols), y(rows * cols);
+  auto xv = fusex::make_view(x.p, {rows, cols});
+  auto bv = fusex::make_view(b.p, {cols});
+  auto tv = fusex::make_view(t.p, {rows, cols});
+  auto yv = fusex::make_view(y.p, {rows, cols});
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    fusex::eval(tv, xv + bv, bench_stream());      // kernel 1: writes a temporary
+    fusex::eval(yv, fusex::relu(tv), bench_stream());  // kernel 2: reads it back
+  });
+  // Minimal bytes, as for the fused version, so the ratio shows the cost of not fusing.
+  fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs, copy_bw_for(rows * cols * sizeof(T)));
+}
+
+template <class T>
+void bm_chain10(benchmark::State& state) {
+  device_buffer<T> x(chain_n), y(chain_n);
+  auto xv = fusex::make_view(x.p, {chain_n});
+  auto yv = fusex::make_view(y.p, {chain_n});
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    // ten ops: mul, add, sin, sub, exp, mul, tanh, sub, relu, mul
+    fusex::eval(yv, fusex::relu(fusex::tanh(fusex::exp(fusex::sin(xv * 1.5f + 0.25f) - 0.5f) * 0.3f) - 0.1f) * 2.0f,
+                bench_stream());
+  });
+  fusex_bench::report_bandwidth(state, double(2 * chain_n * sizeof(T)), secs, copy_bw_for(chain_n * sizeof(T)));
+}
+
+// --- launch-bound regime: host cost per call ---------------------------------------------------
+__global__ void raw_relu_bias(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y, int n,
+                              int cols) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float v = x[i] + b[i % cols];
+    y[i] = v > 0 ? v : 0;
+  }
+}
+
+constexpr std::int64_t small_rows = 16, small_cols = 784;
+constexpr int calls_per_iteration = 200;
+
+template <class Launch>
+void host_cost(benchmark::State& state, Launch&& launch) {
+  launch();
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls_per_iteration; ++i) launch();
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count() / calls_per_iteration);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));  // keep the queue short (not timed)
+  }
+}
+
+void bm_small_fusex(benchmark::State& state) {
+  device_buffer<float> x(small_rows * small_cols), b(small_cols), y(small_rows * small_cols);
+  auto xv = fusex::make_view(x.p, {small_rows, small_cols});
+  auto bv = fusex::make_view(b.p, {small_cols});
+  auto yv = fusex::make_view(y.p, {small_rows, small_cols});
+  host_cost(state, [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
+}
+
+void bm_small_raw(benchmark::State& state) {
+  device_buffer<float> x(small_rows * small_cols), b(small_cols), y(small_rows * small_cols);
+  const int n = static_cast<int>(small_rows * small_cols);
+  host_cost(state, [&] {
+    raw_relu_bias<<<(n + 255) / 256, 256, 0, bench_stream()>>>(x.p, b.p, y.p, n, static_cast<int>(small_cols));
+    FUSEX_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+}  // namespace
+
+BENCHMARK(bm_copy)->Arg(rows * cols * 4)->Arg(rows * cols * 2)->Arg(chain_n * 4)->Arg(chain_n * 2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_relu_bias_fused<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_relu_bias_fused<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_relu_bias_unfused<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_relu_bias_unfused<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_chain10<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_chain10<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_small_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_small_raw)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+FUSEX_BENCHMARK_MAIN();

@@ -1,0 +1,129 @@
+#pragma once
+// Helpers for GPU tests: RAII device arrays, random non-zero inputs, poisoned outputs, and
+// comparison against double-precision references.
+#include <cuda_runtime.h>
+#include <fusex/core/dtype.hpp>
+#include <fusex/error.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace fusex_test {
+
+/// A bool stored in one byte that std::vector does not bit-pack.
+struct boolean {
+  bool v = false;
+  boolean() = default;
+  boolean(bool b) : v(b) {}  // NOLINT: converts like bool
+  operator bool() const { return v; }  // NOLINT
+};
+/// Host storage for device data of type T (bool as `boolean`).
+template <class T>
+struct host_type { using type = T; };
+template <>
+struct host_type<bool> { using type = boolean; };
+template <class T>
+using host_t = typename host_type<T>::type;
+template <class T>
+using host_vector = std::vector<host_t<T>>;
+
+/// cudaMalloc'd storage, freed on destruction.
+template <class T>
+class device_array {
+ public:
+  explicit device_array(std::size_t n) : n_(n) {
+    if (n) FUSEX_CUDA_CHECK(cudaMalloc(&p_, n * sizeof(T)));
+  }
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
+  ~device_array() {
+    if (p_) cudaFree(p_);
+  }
+  T* data() const { return p_; }
+  std::size_t size() const { return n_; }
+  void upload(const host_vector<T>& h) { FUSEX_CUDA_CHECK(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  host_vector<T> download() const {
+    host_vector<T> h(n_);
+    if (n_) FUSEX_CUDA_CHECK(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  /// Fills with 0xFF bytes: NaN for floating types, -1 / max for integers.
+  void poison() {
+    if (n_) FUSEX_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T)));
+  }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_;
+};
+
+template <class T>
+double to_double(T x) {
+  return fusex::convert<double>(x);
+}
+inline double to_double(boolean b) { return b.v ? 1.0 : 0.0; }
+
+/// Random values of T in [lo, hi], never zero, rounded to T.
+template <class T>
+host_vector<T> random_values(std::size_t n, double lo, double hi, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  host_vector<T> v(n);
+  if constexpr (std::is_same_v<T, bool>) {
+    std::bernoulli_distribution d(0.5);
+    for (auto& x : v) x = d(rng);
+  } else if constexpr (fusex::is_integer_v<T>) {
+    std::uniform_int_distribution<long long> d(static_cast<long long>(lo), static_cast<long long>(hi));
+    for (auto& x : v) {
+      long long r = 0;
+      while (r == 0) r = d(rng);
+      x = static_cast<T>(r);
+    }
+  } else {
+    std::uniform_real_distribution<double> d(lo, hi);
+    for (auto& x : v) {
+      double r = 0;
+      while (r == 0 || fusex::convert<double>(fusex::convert<T>(r)) == 0) r = d(rng);
+      x = fusex::convert<T>(r);
+    }
+  }
+  return v;
+}
+
+/// Relative tolerance for results stored as T.
+template <class T>
+double tolerance() {
+  if constexpr (std::is_same_v<T, double>) return 1e-12;
+  else if constexpr (std::is_same_v<T, float>) return 4e-6;
+  else if constexpr (std::is_same_v<T, fusex::half>) return 2e-3;
+  else if constexpr (std::is_same_v<T, fusex::bfloat16>) return 1.6e-2;
+  else return 0;
+}
+
+/// Compares `got` with `ref` elementwise: |got - ref| <= tol * max(1, |ref|), NaN only where the
+/// reference is NaN. Returns a description of the first mismatch, or "" when all match.
+template <class T>
+std::string compare(const std::vector<T>& got, const std::vector<double>& ref, double tol) {
+  if (got.size() != ref.size()) return "size mismatch";
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = to_double(got[i]), r = ref[i];
+    bool ok;
+    if (std::isnan(r)) ok = std::isnan(g);
+    else if (std::isinf(r)) ok = g == r;
+    else ok = !std::isnan(g) && std::fabs(g - r) <= tol * std::fmax(1.0, std::fabs(r));
+    if (!ok) return "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " + std::to_string(r);
+  }
+  return "";
+}
+
+/// Rounds a double reference to T and back (for comparing against outputs stored as T).
+template <class T>
+double round_to(double x) {
+  return fusex::convert<double>(fusex::convert<T>(x));
+}
+
+}  // namespace fusex_test
