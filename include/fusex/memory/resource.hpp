@@ -1,12 +1,18 @@
 #pragma once
 /// \file
-/// Device memory resources in the stream-ordered shape of CCCL's `cuda::mr` (3.0):
-/// `allocate_async(bytes, alignment, stream)` and `deallocate_async(ptr, bytes, alignment, stream)`.
-/// CCCL 3.0 ships that interface only as experimental (it needs
-/// LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE and promises no stability), so fusex mirrors the
-/// shape without depending on it; an adapter either way is a few lines.
+/// Device memory resources and the default resource of each device.
+///
+/// - fusex::device_resource_ref (resource_ref.hpp): the type-erased handle everything takes.
+/// - fusex::arena (arena.hpp): the default resource, one per device, made on first use.
+/// - fusex::cuda_async_resource / fusex::cuda_malloc_resource: thin wrappers of cudaMallocAsync and
+///   cudaMalloc (baselines, or an upstream for other resources).
+///
+/// The default is never managed memory. get_default_resource() is what tensor<T>, buffer<T> and
+/// fusex temporaries use when not given a resource; set_default_resource() replaces it (per device).
 
 #include <fusex/error.hpp>
+#include <fusex/memory/arena.hpp>
+#include <fusex/memory/resource_ref.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -15,119 +21,140 @@
 #include <deque>
 #include <mutex>
 #include <string>
-#include <type_traits>
-#include <utility>
 
 namespace fusex {
 
-/// Alignment every fusex resource guarantees when asked for less: enough for 16-byte vector access.
-inline constexpr std::size_t default_alignment = 256;
-
-/// A non-owning, type-erased, cheap-to-copy reference to a stream-ordered device memory resource.
-/// Anything with `allocate_async(std::size_t, std::size_t, cudaStream_t)` and
-/// `deallocate_async(void*, std::size_t, std::size_t, cudaStream_t)` converts to it. The referenced
-/// resource must outlive the ref.
-class device_resource_ref {
- public:
-  template <class R, class = std::enable_if_t<!std::is_same_v<std::decay_t<R>, device_resource_ref>>>
-  device_resource_ref(R& r) noexcept  // NOLINT(google-explicit-constructor): a ref converts implicitly
-      : obj_(static_cast<void*>(&r)), vt_(&vtable_for<R>) {}
-
-  /// Allocates `bytes` with `alignment` (a power of two), ordered on `stream`.
-  void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t stream) const {
-    return vt_->allocate(obj_, bytes, alignment, stream);
+namespace detail {
+inline void check_resource_alignment(const char* who, std::size_t alignment, std::size_t limit) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > limit) {
+    throw invalid_argument(std::string("fusex: ") + who + ": alignment " + std::to_string(alignment) +
+                           " is not a power of two up to " + std::to_string(limit));
   }
-  /// Returns memory obtained from allocate_async with the same bytes and alignment; the memory
-  /// may be reused by work ordered after `stream`'s work at this point.
-  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, cudaStream_t stream) const {
-    vt_->deallocate(obj_, p, bytes, alignment, stream);
-  }
-  /// The referenced object, for identity comparisons.
-  void* object() const noexcept { return obj_; }
-
-  friend bool operator==(const device_resource_ref& a, const device_resource_ref& b) noexcept {
-    return a.obj_ == b.obj_;
-  }
-  friend bool operator!=(const device_resource_ref& a, const device_resource_ref& b) noexcept {
-    return !(a == b);
-  }
-
- private:
-  struct vtable {
-    void* (*allocate)(void*, std::size_t, std::size_t, cudaStream_t);
-    void (*deallocate)(void*, void*, std::size_t, std::size_t, cudaStream_t);
-  };
-  template <class R>
-  static constexpr vtable vtable_for{
-      [](void* o, std::size_t b, std::size_t a, cudaStream_t s) -> void* {
-        return static_cast<R*>(o)->allocate_async(b, a, s);
-      },
-      [](void* o, void* p, std::size_t b, std::size_t a, cudaStream_t s) {
-        static_cast<R*>(o)->deallocate_async(p, b, a, s);
-      }};
-
-  void* obj_;
-  const vtable* vt_;
-};
+}
+}  // namespace detail
 
 /// Stream-ordered allocation straight from the CUDA driver's pool (cudaMallocAsync). Stateless.
+/// Alignments up to 256 (what cudaMallocAsync guarantees).
 class cuda_async_resource {
  public:
   void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t stream) {
-    check_alignment(alignment);
+    detail::check_resource_alignment("cuda_async_resource", alignment, default_alignment);
     if (bytes == 0) return nullptr;
     void* p = nullptr;
-    FUSEX_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
-    return p;  // cudaMallocAsync returns at least 256-byte aligned memory
+    const cudaError_t e = cudaMallocAsync(&p, bytes, stream);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw bad_alloc("fusex: cuda_async_resource: cudaMallocAsync of " + std::to_string(bytes) +
+                          " bytes failed with cudaErrorMemoryAllocation",
+                      bytes, e);
+    }
+    FUSEX_CUDA_CHECK(e);
+    return p;
   }
   void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, cudaStream_t stream) {
     if (p != nullptr) FUSEX_CUDA_CHECK(cudaFreeAsync(p, stream));
   }
+};
 
- private:
-  static void check_alignment(std::size_t alignment) {
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > default_alignment) {
-      throw invalid_argument("fusex: cuda_async_resource: alignment " + std::to_string(alignment) +
-                             " is not a power of two up to " + std::to_string(default_alignment));
+/// cudaMalloc / cudaFree (synchronous; cudaFree synchronises the device). Stateless. Alignments up
+/// to 256.
+class cuda_malloc_resource {
+ public:
+  void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t /*stream*/) {
+    detail::check_resource_alignment("cuda_malloc_resource", alignment, default_alignment);
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw bad_alloc("fusex: cuda_malloc_resource: cudaMalloc of " + std::to_string(bytes) +
+                          " bytes failed with cudaErrorMemoryAllocation",
+                      bytes, e);
     }
+    FUSEX_CUDA_CHECK(e);
+    return p;
+  }
+  void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, cudaStream_t /*stream*/) {
+    if (p != nullptr) FUSEX_CUDA_CHECK(cudaFree(p));
   }
 };
 
 namespace detail {
-inline cuda_async_resource& builtin_async_resource() {
-  static cuda_async_resource r;
-  return r;
+inline constexpr int max_default_devices = 64;
+
+// Per-device defaults. Read on every tensor allocation: one atomic load. Each ref ever set is kept
+// in an append-only deque (stable addresses): resetting the default is rare, and this avoids both
+// a lock on the read path and a use-after-free by a concurrent reader. Never destroyed (arenas
+// may be used until the very end of the process).
+struct default_resources {
+  std::atomic<const device_resource_ref*> slot[max_default_devices] = {};
+  std::atomic<arena*> arenas[max_default_devices] = {};
+  std::mutex mutex;
+  std::deque<device_resource_ref> kept;
+};
+inline default_resources& defaults() {
+  static default_resources* d = new default_resources;
+  return *d;
 }
-// The default is read on every tensor allocation, so reads are one atomic load. Each ref ever
-// set is kept in an append-only deque (stable addresses, freed at exit): resetting the default is
-// rare and this avoids both a lock on the read path and a use-after-free by a concurrent reader.
-inline std::atomic<const device_resource_ref*>& default_resource_slot() {
-  static std::atomic<const device_resource_ref*> slot{nullptr};
-  return slot;
+inline int checked_device(int device) {
+  if (device < 0 || device >= max_default_devices) {
+    throw invalid_argument("fusex: device " + std::to_string(device) + " is out of range (0 to " +
+                           std::to_string(max_default_devices - 1) + ")");
+  }
+  return device;
 }
-inline const device_resource_ref* keep_resource_ref(device_resource_ref r) {
-  static std::mutex m;
-  static std::deque<device_resource_ref> kept;
-  std::lock_guard<std::mutex> lock(m);
-  kept.push_back(r);
-  return &kept.back();
+inline int current_device() {
+  int d = 0;
+  FUSEX_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+// defaults().mutex held.
+inline arena& default_arena_locked(default_resources& d, int device) {
+  if (arena* a = d.arenas[device].load(std::memory_order_acquire)) return *a;
+  auto* a = new arena(device, arena_options());  // never deleted, see default_resources
+  d.arenas[device].store(a, std::memory_order_release);
+  return *a;
 }
 }  // namespace detail
 
-/// The process-wide default device resource used by tensor<T> and fusex temporaries when no
-/// resource is given. Initially a cudaMallocAsync-backed resource.
-inline device_resource_ref get_default_resource() {
-  const device_resource_ref* r = detail::default_resource_slot().load(std::memory_order_acquire);
-  if (r != nullptr) return *r;
-  return device_resource_ref(detail::builtin_async_resource());
+/// The built-in arena of `device`: made (with default options) on first use, and kept until the
+/// process ends.
+inline arena& default_arena(int device) {
+  auto& d = detail::defaults();
+  const int i = detail::checked_device(device);
+  if (arena* a = d.arenas[i].load(std::memory_order_acquire)) return *a;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return detail::default_arena_locked(d, i);
 }
+/// The built-in arena of the current device.
+inline arena& default_arena() { return default_arena(detail::current_device()); }
 
-/// Replaces the default device resource; returns the previous one. The new resource must outlive
-/// every allocation made from it through the default.
-inline device_resource_ref set_default_resource(device_resource_ref r) {
-  device_resource_ref old = get_default_resource();
-  detail::default_resource_slot().store(detail::keep_resource_ref(r), std::memory_order_release);
+/// The default device resource of `device`: the one set with set_default_resource, else
+/// default_arena(device).
+inline device_resource_ref get_default_resource(int device) {
+  const int i = detail::checked_device(device);
+  if (const device_resource_ref* r = detail::defaults().slot[i].load(std::memory_order_acquire)) return *r;
+  return device_resource_ref(default_arena(device));
+}
+/// The default device resource of the current device, used by tensor<T> and fusex temporaries
+/// when no resource is given.
+inline device_resource_ref get_default_resource() { return get_default_resource(detail::current_device()); }
+
+/// Replaces the default resource of `device`; returns the previous one. The new resource must
+/// outlive every allocation made from it through the default.
+inline device_resource_ref set_default_resource(int device, device_resource_ref r) {
+  auto& d = detail::defaults();
+  const int i = detail::checked_device(device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const device_resource_ref* prev = d.slot[i].load(std::memory_order_acquire);
+  device_resource_ref old = prev != nullptr ? *prev : device_resource_ref(detail::default_arena_locked(d, i));
+  d.kept.push_back(r);
+  d.slot[i].store(&d.kept.back(), std::memory_order_release);
   return old;
+}
+/// Replaces the default resource of the current device; returns the previous one.
+inline device_resource_ref set_default_resource(device_resource_ref r) {
+  return set_default_resource(detail::current_device(), r);
 }
 
 }  // namespace fusex
