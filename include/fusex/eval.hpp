@@ -155,7 +155,9 @@ void launch_elementwise(const PE& pe, const std::tuple<view<T>...>& dsts, cudaSt
   const device_properties& dev = current_device_info();
   const std::int64_t per_block = std::int64_t{elementwise_block} * elementwise_unroll;
   std::int64_t blocks = (L.work + per_block - 1) / per_block;
-  const std::int64_t cap = std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / elementwise_block) * 4;
+  const int waves = elementwise_tuning_state().waves;
+  const std::int64_t cap = waves > 0 ? std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / elementwise_block) * waves
+                                     : std::int64_t{0x7fffffff};
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
   launch_kernel("elementwise_kernel", &elementwise_kernel<Index, V, std::decay_t<decltype(as)>>,

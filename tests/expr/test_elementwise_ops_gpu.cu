@@ -74,7 +74,7 @@ TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "
     check_binary<T>("mul", [](auto a, auto b) { return a * b; }, [](double a, double b) { return a * b; }, lo, hi);
     check_binary<T>("div", [](auto a, auto b) { return a / b; }, [](double a, double b) { return a / b; }, lo, hi);
     check_binary<T>("mod", [](auto a, auto b) { return a % b; }, [](double a, double b) { return std::fmod(a, b); }, lo, hi);
-    check_binary<T>("pow", [](auto a, auto b) { return fusex::pow(fusex::abs(a) * 0.01f, b * 0.02f); },
+    check_binary<T>("pow", [](auto a, auto b) { return fusex::pow(fusex::abs(a) * 0.01, b * 0.02); },
                     [](double a, double b) { return std::pow(std::fabs(a) * 0.01, b * 0.02); }, lo, hi);
   }
   check_binary<T>("min", [](auto a, auto b) { return fusex::min(a, b); }, [](double a, double b) { return std::fmin(a, b); }, lo, hi);

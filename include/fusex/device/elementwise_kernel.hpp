@@ -82,6 +82,17 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
   coord<Index> c[U];
   results r[U];
   bool ok[U];
+  if (first + static_cast<Index>(U - 1) * step < limit) {
+    // Full set (the common case): no per-item branches, so all loads can be issued together.
+FUSEX_UNROLL
+    for (int u = 0; u < U; ++u) {
+      c[u] = work_coord<V>(p, first + static_cast<Index>(u) * step);
+      r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u])...};
+    }
+FUSEX_UNROLL
+    for (int u = 0; u < U; ++u) (cuda::std::get<I>(as).out.template store<V>(c[u], cuda::std::get<I>(r[u])), ...);
+    return;
+  }
 FUSEX_UNROLL
   for (int u = 0; u < U; ++u) {
     const Index w = first + static_cast<Index>(u) * step;
@@ -107,7 +118,17 @@ FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, Index e, 
 }
 
 inline constexpr int elementwise_block = 256;
-inline constexpr int elementwise_unroll = 2;
+inline constexpr int elementwise_unroll = 4;
+
+/// Launch tuning, settable for measurements: the grid is capped at `waves` times the number of
+/// blocks the GPU holds at once (0: no cap, one set of U work items per thread).
+struct elementwise_tuning {
+  int waves = 0;
+};
+inline elementwise_tuning& elementwise_tuning_state() {
+  static elementwise_tuning t;
+  return t;
+}
 
 #if defined(__CUDACC__)
 template <class Index, int V, class Assignments>
