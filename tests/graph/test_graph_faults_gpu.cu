@@ -1,0 +1,1 @@
+// GPU suite for graph capture faults: being written.

@@ -1,0 +1,1 @@
+// GPU suite for graph capture: being written.
