@@ -60,6 +60,9 @@ struct max_leaf_size<map_node<Op, A...>> {
   }();
 };
 
+template <class Op, class C>
+struct max_leaf_size<reduce_node<Op, C>> { static constexpr int value = max_leaf_size<C>::value; };
+
 template <class... T>
 struct dest_size {
   static constexpr int value = [] {
@@ -146,6 +149,16 @@ auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::ind
       make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), make_evaluator(exprs, src)}...};
 }
 
+template <class... T, class... E>
+void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs);
+}  // namespace detail
+}  // namespace fusex
+
+#include <fusex/detail/eval_reduce.hpp>
+
+namespace fusex {
+namespace detail {
+
 #if defined(__CUDACC__)
 template <class Index, int V, class PE, class... T, class... E>
 void launch_elementwise(const PE& pe, const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs) {
@@ -166,13 +179,54 @@ void launch_elementwise(const PE& pe, const std::tuple<view<T>...>& dsts, cudaSt
 #endif
 
 template <class... T, class... E>
+void eval_device(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs);
+
+#if defined(__CUDACC__)
+// An evaluation with reductions: the row kernel when rule 1 applies, else materialise.
+template <class... T, class... E>
+void eval_device_reduce(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs) {
+  if constexpr (sizeof...(T) == 1) {
+    const auto& dst = std::get<0>(dsts);
+    const auto& e = std::get<0>(std::forward_as_tuple(exprs...));
+    using Expr = std::decay_t<decltype(e)>;
+    const shape_t es = e.shape();
+    if (!broadcasts_to(es, dst.shape())) {
+      throw shape_error("fusex: cannot evaluate an expression of shape " + es.str() + " into a destination of shape " +
+                        dst.shape().str());
+    }
+    if (dst.size() == 0) return;
+    std::vector<reduction_info> reds;
+    collect_reductions(e, reds);
+    auto ro = gather_row_operands(dst, e);
+    constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
+    const row_layout L = plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, V);
+    if (L.ok) {
+      check_row_overlap(ro.ops, L);
+      if (L.index64) launch_rows<std::uint64_t, V>(ro.ops, L, dst, e, stream);
+      else launch_rows<std::uint32_t, V>(ro.ops, L, dst, e, stream);
+      return;
+    }
+    (void)sizeof(Expr);
+  }
+  device_reducer dr{stream, {}};
+  const auto m = std::make_tuple(materialize(exprs, dr)...);
+  std::apply([&](const auto&... me) { eval_device(dsts, stream, me...); }, m);
+}
+#endif
+
+template <class... T, class... E>
 void eval_device(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs) {
 #if defined(__CUDACC__)
+  if constexpr ((0 + ... + E::reduce_count) > 0) {
+    eval_device_reduce(dsts, stream, exprs...);
+    return;
+  } else {
   const auto pe = prepare(dsts, exprs...);
   if (pe.layout.numel == 0) return;
   constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
   if (pe.layout.index64) launch_elementwise<std::uint64_t, V>(pe, dsts, stream, exprs...);
   else launch_elementwise<std::uint32_t, V>(pe, dsts, stream, exprs...);
+  }
 #else
   static_assert(sizeof...(T) == 0 && sizeof...(T) != 0,
                 "fusex::eval runs on the GPU and needs this translation unit compiled by nvcc; "
@@ -185,6 +239,12 @@ void eval_device(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const 
 
 template <class... T, class... E>
 void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
+  if constexpr ((0 + ... + E::reduce_count) > 0) {
+    host_reducer hr;
+    const auto m = std::make_tuple(materialize(exprs, hr)...);
+    std::apply([&](const auto&... me) { eval_host(dsts, me...); }, m);
+    return;
+  } else {
   const auto pe = prepare(dsts, exprs...);
   if (pe.layout.numel == 0) return;
   elementwise_layout L = pe.layout;
@@ -195,6 +255,7 @@ void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
   const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
   using seq = std::make_index_sequence<sizeof...(T)>;
   for (std::uint64_t w = 0; w < params.work; ++w) process_items<1, 1>(as, params, w, std::uint64_t{1}, params.work, seq{});
+  }
 }
 
 // --- the plan printer ----------------------------------------------------------------------------
@@ -214,6 +275,20 @@ void describe_node(const scalar_node<T>& n, std::string& out, int depth, const o
   indent(out, depth);
   out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + '\n';
 }
+template <class Op, class C>
+void describe_node(const reduce_node<Op, C>& n, std::string& out, int depth, const operand_layout*& leaf,
+                   const elementwise_layout& L) {
+  indent(out, depth);
+  out += std::string(Op::name) + " over axes [";
+  bool first = true;
+  for (int d = 0; d < max_rank; ++d)
+    if (n.mask & (1u << d)) {
+      out += (first ? "" : ", ") + std::to_string(d);
+      first = false;
+    }
+  out += std::string("]") + (n.keep ? " keepdim" : "") + " -> " + dtype_name<typename reduce_node<Op, C>::value_type>() + '\n';
+  describe_node(n.child, out, depth + 1, leaf, L);
+}
 template <class Op, class... A, std::size_t... I>
 void describe_children(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
                        const elementwise_layout& L, std::index_sequence<I...>);
@@ -231,7 +306,44 @@ void describe_children(const map_node<Op, A...>& n, std::string& out, int depth,
 }
 
 template <class... T, class... E>
+std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs) {
+  std::string out;
+  std::vector<reduction_info> reds;
+  (collect_reductions(exprs, reds), ...);
+  std::string why = "several destinations";
+  if constexpr (sizeof...(T) == 1) {
+    const auto& dst = std::get<0>(dsts);
+    const auto& e = std::get<0>(std::forward_as_tuple(exprs...));
+    auto ro = gather_row_operands(dst, e);
+    constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
+    const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, V);
+    if (R.ok) {
+      out += "fusex plan: 1 kernel (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " +
+             std::to_string(R.cols) + " columns, " + std::to_string(R.tpr) + " threads per row, " +
+             std::to_string(reds.size()) + " pass(es) over each row then the " +
+             (R.full_dest ? "epilogue over the row" : "one value per row") + ", " +
+             (R.vector_width > 1 ? "vector width " + std::to_string(R.vector_width) : std::string("scalar accesses")) +
+             (R.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n");
+      elementwise_layout L;
+      L.shape = R.full;
+      const operand_layout* leaf = ro.ops.data() + 1;
+      out += "  destination: " + operand_text(ro.ops[0]) + " <-\n";
+      describe_node(e, out, 2, leaf, L);
+      return out;
+    }
+    why = R.why_not;
+  }
+  out += "fusex plan: " + std::to_string(reds.size()) +
+         " reduction(s) computed first by the generic reduction kernel (plus a finishing kernel when a "
+         "reduction is split across blocks) into temporaries from the default resource, then 1 elementwise "
+         "kernel (rule 2: " + why + ")\n";
+  for (const auto& r : reds) out += "  " + std::string(r.name) + " of an operand of shape " + r.child_shape.str() + "\n";
+  return out;
+}
+
+template <class... T, class... E>
 std::string explain_impl(const std::tuple<view<T>...>& dsts, const E&... exprs) {
+  if constexpr ((0 + ... + E::reduce_count) > 0) return explain_reduce(dsts, exprs...);
   const auto pe = prepare(dsts, exprs...);
   const elementwise_layout& L = pe.layout;
   std::string out;

@@ -11,6 +11,7 @@
 #include <fusex/eval.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/operators.hpp>
+#include <fusex/expr/reduce.hpp>
 #include <fusex/graph/graph.hpp>
 #include <fusex/memory/buffer.hpp>
 #include <fusex/memory/resource.hpp>

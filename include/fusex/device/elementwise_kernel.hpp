@@ -87,7 +87,7 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
 FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
       c[u] = work_coord<V>(p, first + static_cast<Index>(u) * step);
-      r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u])...};
+      r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
 FUSEX_UNROLL
     for (int u = 0; u < U; ++u) (cuda::std::get<I>(as).out.template store<V>(c[u], cuda::std::get<I>(r[u])), ...);
@@ -99,7 +99,7 @@ FUSEX_UNROLL
     ok[u] = w < limit;
     if (ok[u]) {
       c[u] = work_coord<V>(p, w);
-      r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u])...};
+      r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
   }
 FUSEX_UNROLL
@@ -114,7 +114,7 @@ FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, Index e, 
   coord<Index> c;
   c.rank = 1;
   c.c[0] = e;
-  (cuda::std::get<I>(as).out.template store<1>(c, cuda::std::get<I>(as).expr.template load<1>(c)), ...);
+  (cuda::std::get<I>(as).out.template store<1>(c, cuda::std::get<I>(as).expr.template load<1>(c, no_context{})), ...);
 }
 
 inline constexpr int elementwise_block = 256;

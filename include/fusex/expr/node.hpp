@@ -40,6 +40,7 @@ struct leaf_info {
   const char* dtype;
   shape_t shape;
   strides_t strides;
+  bool in_reduction = false;  // inside a reduction's operand (its index space is the unreduced one)
 };
 }  // namespace detail
 
@@ -58,6 +59,7 @@ template <class T>
 struct leaf_node : detail::expr_base {
   using value_type = std::remove_const_t<T>;
   static constexpr int leaf_count = 1;
+  static constexpr int reduce_count = 0;
 
   view<const value_type> v;
 
@@ -65,7 +67,7 @@ struct leaf_node : detail::expr_base {
   template <class F>
   void visit_leaves(F& f) const {
     f(detail::leaf_info{v.data(), static_cast<int>(sizeof(value_type)), dtype_name<value_type>(), v.shape(),
-                        v.strides()});
+                        v.strides(), false});
   }
 };
 
@@ -74,6 +76,7 @@ template <class T>
 struct scalar_node : detail::expr_base {
   using value_type = T;
   static constexpr int leaf_count = 0;
+  static constexpr int reduce_count = 0;
 
   compute_t<T> value;
 
@@ -90,6 +93,7 @@ struct map_node : detail::expr_base {
                 "fusex::map: the functor must return a supported element type (float, double, half, "
                 "bfloat16, int8_t, uint8_t, int32_t, int64_t or bool)");
   static constexpr int leaf_count = (0 + ... + Args::leaf_count);
+  static constexpr int reduce_count = (0 + ... + Args::reduce_count);
 
   Op op;
   cuda::std::tuple<Args...> args;

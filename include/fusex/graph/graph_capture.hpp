@@ -39,9 +39,14 @@ struct capture_options {
   /// Interaction with unsafe calls of this and other threads (default: local, i.e. CUDA's
   /// thread-local mode).
   capture_mode mode = capture_mode::local;
-  /// Where allocations made during the capture go (default: each resource's own behaviour; see
-  /// fusex::arena_capture_memory and docs/graph.md).
+  /// Where allocations made during the capture go. Default (automatic): a graph-private pool of
+  /// the current device's default arena. See fusex::arena_capture_memory, capture_memory::none()
+  /// and docs/graph.md.
   capture_memory memory{};
+  /// The reservation of the automatic pool (memory of explicit arena_capture_memory pools is set
+  /// there). A capture that allocates more through the arena gets fusex::bad_alloc naming the
+  /// shortfall; one that allocates nothing may set reserve_bytes to 0.
+  private_pool_options pool{};
   /// Flags for cudaGraphInstantiateWithFlags. The default lets a graph that allocates memory it
   /// does not free be relaunched (CUDA frees the previous launch's allocations first).
   unsigned long long instantiate_flags = cudaGraphInstantiateFlagAutoFreeOnLaunch;
@@ -66,7 +71,7 @@ class graph_capture {
     refuse_if_in_capture(stream, "graph_capture");
     FUSEX_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     try {
-      memory_ = opts_.memory.begin(stream);
+      memory_ = opts_.memory.begin(stream, opts_.pool);
       const cudaError_t err = cudaStreamBeginCapture(stream, detail::to_cuda(opts_.mode));
       if (err != cudaSuccess) {
         (void)cudaGetLastError();

@@ -7,12 +7,15 @@
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
 #include <fusex/expr/node.hpp>
+#include <fusex/expr/reduce.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
 #include <cuda/std/tuple>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace fusex::detail {
@@ -51,8 +54,11 @@ struct leaf_eval {
   const T* p;
   Index stride[max_rank];
 
-  template <int V>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>& c) const {
+  template <class F>
+  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
+
+  template <int V, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>& c, const Ctx&) const {
     const Index off = c.offset(stride);
     vec<compute_type, V> r;
     if constexpr (V == 1) {
@@ -76,8 +82,11 @@ struct scalar_eval {
   using compute_type = compute_t<T>;
   compute_type value;
 
-  template <int V, class Index>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>&) const {
+  template <class F>
+  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
+
+  template <int V, class Index, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>&, const Ctx&) const {
     vec<compute_type, V> r;
 FUSEX_UNROLL
     for (int l = 0; l < V; ++l) r.v[l] = value;
@@ -92,27 +101,80 @@ struct map_eval {
   Op op;
   cuda::std::tuple<Children...> children;
 
-  template <int V, class Index>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>& c) const {
-    return apply<V>(c, std::index_sequence_for<Children...>{});
+  template <int V, class Index, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>& c, const Ctx& ctx) const {
+    return apply<V>(c, ctx, std::index_sequence_for<Children...>{});
+  }
+  /// Calls f(node) for every reduction evaluator below this node, children before parents.
+  template <class F>
+  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F& f) const {
+    visit_children(f, std::index_sequence_for<Children...>{});
   }
 
  private:
   template <std::size_t I>
   using operand_t = typename Op::template operand<I, typename Children::value_type...>;
 
+  template <class F, std::size_t... I>
+  FUSEX_HD FUSEX_FORCEINLINE void visit_children(F& f, std::index_sequence<I...>) const {
+    (cuda::std::get<I>(children).visit_reductions(f), ...);
+  }
+
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable
 #endif
-  template <int V, class Index, std::size_t... I>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> apply(const coord<Index>& c, std::index_sequence<I...>) const {
-    const cuda::std::tuple<decltype(cuda::std::get<I>(children).template load<V>(c))...> in{
-        cuda::std::get<I>(children).template load<V>(c)...};
+  template <int V, class Index, class Ctx, std::size_t... I>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> apply(const coord<Index>& c, const Ctx& ctx, std::index_sequence<I...>) const {
+    const cuda::std::tuple<decltype(cuda::std::get<I>(children).template load<V>(c, ctx))...> in{
+        cuda::std::get<I>(children).template load<V>(c, ctx)...};
     vec<compute_type, V> r;
 FUSEX_UNROLL
     for (int l = 0; l < V; ++l)
       r.v[l] = convert<compute_type>(op(convert<operand_t<I>>(cuda::std::get<I>(in).v[l])...));
     return r;
+  }
+};
+
+/// The evaluation context of plain elementwise kernels: no reduction results.
+struct no_context {};
+
+/// The evaluation context of a row kernel: the finished results of this row's reductions, one
+/// 8-byte slot each, in post-order.
+struct row_context {
+  const std::uint64_t* slots;
+
+  template <class C>
+  FUSEX_HD FUSEX_FORCEINLINE C get(int slot) const {
+    C v;
+    static_assert(sizeof(C) <= sizeof(std::uint64_t), "reduction results fit one slot");
+    memcpy(&v, slots + slot, sizeof(C));
+    return v;
+  }
+};
+
+/// A reduction inside a row kernel: its result for the current row, computed by an earlier pass.
+template <class Op, class Child>
+struct reduce_eval {
+  using input_type = typename Child::value_type;
+  using value_type = typename Op::template result<input_type>;
+  using compute_type = compute_t<value_type>;
+  Op op;
+  Child child;
+  int slot;
+
+  template <int V, class Index, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>&, const Ctx& ctx) const {
+    static_assert(std::is_same_v<Ctx, row_context>, "fusex: internal: a reduction evaluated outside a row kernel");
+    const compute_type x = ctx.template get<compute_type>(slot);
+    vec<compute_type, V> r;
+    FUSEX_UNROLL
+    for (int l = 0; l < V; ++l) r.v[l] = x;
+    return r;
+  }
+  template <class F>
+  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F& f) const {
+    child.visit_reductions(f);
+    f(*this);
   }
 };
 
@@ -144,6 +206,10 @@ template <class T, class Index>
 struct evaluator_of<leaf_node<T>, Index> { using type = leaf_eval<typename leaf_node<T>::value_type, Index>; };
 template <class T, class Index>
 struct evaluator_of<scalar_node<T>, Index> { using type = scalar_eval<T>; };
+template <class Op, class Child, class Index>
+struct evaluator_of<reduce_node<Op, Child>, Index> {
+  using type = reduce_eval<Op, typename evaluator_of<Child, Index>::type>;
+};
 template <class Op, class... Args, class Index>
 struct evaluator_of<map_node<Op, Args...>, Index> {
   using type = map_eval<Op, typename evaluator_of<Args, Index>::type...>;
@@ -157,6 +223,7 @@ template <class Index>
 struct leaf_strides_source {
   const operand_layout* leaves;
   int next = 0;
+  int next_slot = 0;  // reduction slots, assigned in post-order
 };
 
 template <class Index, class T>
@@ -173,6 +240,11 @@ scalar_eval<T> make_evaluator(const scalar_node<T>& n, leaf_strides_source<Index
 template <class Index, class Op, class... Args, std::size_t... I>
 evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, Args...>& n, leaf_strides_source<Index>& src,
                                                              std::index_sequence<I...>);
+template <class Index, class Op, class Child>
+evaluator_t<reduce_node<Op, Child>, Index> make_evaluator(const reduce_node<Op, Child>& n, leaf_strides_source<Index>& src) {
+  auto child = make_evaluator(n.child, src);
+  return evaluator_t<reduce_node<Op, Child>, Index>{n.op, child, src.next_slot++};
+}
 template <class Index, class Op, class... Args>
 evaluator_t<map_node<Op, Args...>, Index> make_evaluator(const map_node<Op, Args...>& n, leaf_strides_source<Index>& src) {
   return make_map_evaluator(n, src, std::index_sequence_for<Args...>{});

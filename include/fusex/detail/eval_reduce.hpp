@@ -1,0 +1,338 @@
+#pragma once
+/// \file
+/// (Included by eval.hpp after the elementwise machinery it builds on.)
+/// Evaluation of expressions that contain reductions: the row kernel (one launch) when the plan
+/// allows, otherwise materialisation of each reduction into a temporary by the generic reduction
+/// kernels, then one elementwise kernel. The host backend materialises with plain loops.
+
+#include <fusex/core/view.hpp>
+#include <fusex/device/reduce_kernels.hpp>
+#include <fusex/expr/detail/evaluator.hpp>
+#include <fusex/expr/reduce.hpp>
+#include <fusex/memory/buffer.hpp>
+#include <fusex/plan/reduce_plan.hpp>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace fusex::detail {
+
+// --- walking the host tree -----------------------------------------------------------------------
+template <class T>
+void collect_reductions(const leaf_node<T>&, std::vector<reduction_info>&) {}
+template <class T>
+void collect_reductions(const scalar_node<T>&, std::vector<reduction_info>&) {}
+template <class Op, class... A>
+void collect_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out);
+template <class Op, class... A, std::size_t... I>
+void collect_map_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out, std::index_sequence<I...>);
+template <class Op, class C>
+void collect_reductions(const reduce_node<Op, C>& n, std::vector<reduction_info>& out) {
+  collect_reductions(n.child, out);
+  out.push_back({n.child.shape(), n.mask, Op::name});
+}
+template <class Op, class... A, std::size_t... I>
+void collect_map_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out, std::index_sequence<I...>) {
+  (collect_reductions(cuda::std::get<I>(n.args), out), ...);
+}
+template <class Op, class... A>
+void collect_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out) {
+  collect_map_reductions(n, out, std::index_sequence_for<A...>{});
+}
+
+// --- materialisation: each reduction replaced by a leaf over its computed result ---------------
+template <class N>
+struct materialized { using type = N; };
+template <class Op, class... A>
+struct materialized<map_node<Op, A...>> { using type = map_node<Op, typename materialized<A>::type...>; };
+template <class Op, class C>
+struct materialized<reduce_node<Op, C>> { using type = leaf_node<typename reduce_node<Op, C>::value_type>; };
+template <class N>
+using materialized_t = typename materialized<N>::type;
+
+template <class R, class T>
+leaf_node<T> materialize(const leaf_node<T>& n, R&) {
+  return n;
+}
+template <class R, class T>
+scalar_node<T> materialize(const scalar_node<T>& n, R&) {
+  return n;
+}
+template <class R, class Op, class... A, std::size_t... I>
+materialized_t<map_node<Op, A...>> materialize_map(const map_node<Op, A...>& n, R& r, std::index_sequence<I...>);
+template <class R, class Op, class C>
+materialized_t<reduce_node<Op, C>> materialize(const reduce_node<Op, C>& n, R& r) {
+  auto child = materialize(n.child, r);
+  return r(reduce_node<Op, decltype(child)>(n.op, child, n.mask, n.keep));
+}
+template <class R, class Op, class... A>
+materialized_t<map_node<Op, A...>> materialize(const map_node<Op, A...>& n, R& r) {
+  return materialize_map(n, r, std::index_sequence_for<A...>{});
+}
+template <class R, class Op, class... A, std::size_t... I>
+materialized_t<map_node<Op, A...>> materialize_map(const map_node<Op, A...>& n, R& r, std::index_sequence<I...>) {
+  // Braced initialisation: children are materialised left to right.
+  return materialized_t<map_node<Op, A...>>{n.op, materialize(cuda::std::get<I>(n.args), r)...};
+}
+
+// Kept and reduced dimensions of an operand shape.
+struct reduce_split {
+  std::int64_t k_count = 1, n_count = 1;
+  int nk = 0, nr = 0;
+  int kdim[max_rank] = {}, rdim[max_rank] = {};
+};
+inline reduce_split split_dims(const shape_t& s, std::uint32_t mask) {
+  reduce_split r;
+  for (int d = 0; d < s.rank(); ++d) {
+    if (mask & (1u << d)) {
+      r.rdim[r.nr++] = d;
+      r.n_count *= s[d];
+    } else {
+      r.kdim[r.nk++] = d;
+      r.k_count *= s[d];
+    }
+  }
+  return r;
+}
+
+/// The host backend's reducer: evaluates the operand into a host temporary, then reduces it with
+/// plain loops in row-major order.
+struct host_reducer {
+  std::deque<std::vector<unsigned char>> storage;
+
+  template <class Op, class C>
+  leaf_node<typename reduce_node<Op, C>::value_type> operator()(const reduce_node<Op, C>& n);
+};
+
+// Device-side temporaries of one evaluation, freed (stream-ordered) when it ends.
+struct device_reducer {
+  cudaStream_t stream;
+  std::deque<buffer<unsigned char>> storage;
+
+  template <class Op, class C>
+  leaf_node<typename reduce_node<Op, C>::value_type> operator()(const reduce_node<Op, C>& n);
+};
+
+template <class C>
+shape_t operand_space(const C& child) {
+  return child.shape();
+}
+
+// Leaves of `e` with strides in the space `s` (no collapsing), as planner operands.
+template <class E, std::size_t N>
+void leaves_in_space(const E& e, const shape_t& s, std::array<operand_layout, N>& ops, int first) {
+  int k = first;
+  auto add = [&](const leaf_info& li) {
+    operand_layout& o = ops[static_cast<std::size_t>(k++)];
+    o.data = li.data;
+    o.elem_size = li.elem_size;
+    o.dtype = li.dtype;
+    o.shape = li.shape;
+    o.strides = li.strides;
+    for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
+    if (!aligned_strides(li.shape, li.strides, s, o.s)) {
+      throw shape_error("fusex: operand of shape " + li.shape.str() + " cannot be broadcast to " + s.str());
+    }
+  };
+  e.visit_leaves(add);
+}
+
+template <class Op, class C>
+leaf_node<typename reduce_node<Op, C>::value_type> host_reducer::operator()(const reduce_node<Op, C>& n) {
+  using T = typename C::value_type;
+  using R = typename reduce_node<Op, C>::value_type;
+  const shape_t s = n.child.shape();
+  const reduce_split sp = split_dims(s, n.mask);
+  // The operand, evaluated densely.
+  storage.emplace_back(static_cast<std::size_t>(numel(s)) * sizeof(T) + 1);
+  T* in = reinterpret_cast<T*>(storage.back().data());
+  eval_host(std::make_tuple(view<T>(in, s)), n.child);
+  storage.emplace_back(static_cast<std::size_t>(sp.k_count) * sizeof(R) + 1);
+  R* out = reinterpret_cast<R*>(storage.back().data());
+  const strides_t st = contiguous_strides(s);
+  for (std::int64_t k = 0; k < sp.k_count; ++k) {
+    std::int64_t base = 0, rem = k;
+    for (int j = sp.nk - 1; j >= 0; --j) {
+      const int d = sp.kdim[j];
+      base += (rem % s[d]) * st[d];
+      rem /= s[d];
+    }
+    auto acc = n.op.template identity<T>();
+    for (std::int64_t i = 0; i < sp.n_count; ++i) {
+      std::int64_t off = base, r = i;
+      for (int j = sp.nr - 1; j >= 0; --j) {
+        const int d = sp.rdim[j];
+        off += (r % s[d]) * st[d];
+        r /= s[d];
+      }
+      acc = n.op.template combine<T>(acc, n.op.template lift<T>(convert<compute_t<T>>(in[off]), i));
+    }
+    out[k] = convert<R>(n.op.template finish<T>(acc, sp.n_count));
+  }
+  return leaf_node<R>{{}, view<const R>(out, n.shape())};
+}
+
+#if defined(__CUDACC__)
+template <class Index, class Op, class C>
+void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
+                           const std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1>& ops,
+                           typename reduce_node<Op, C>::value_type* out, device_reducer& dr) {
+  using T = typename C::value_type;
+  using R = typename reduce_node<Op, C>::value_type;
+  using Acc = typename Op::template acc<T>;
+  static_assert(sizeof(Acc) <= 32, "fusex: internal: accumulator larger than the scratch slot");
+  const device_properties& dev = current_device_info();
+  leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
+  const auto child = make_evaluator(n.child, src);
+  reduce_params<Index> p{};
+  p.k_count = static_cast<Index>(sp.k_count);
+  p.n_count = static_cast<Index>(sp.n_count);
+  p.rank = s.rank();
+  p.nk = sp.nk;
+  p.nr = sp.nr;
+  for (int j = 0; j < sp.nk; ++j) {
+    p.kdim[j] = sp.kdim[j];
+    p.kdiv[j] = fast_divmod<Index>(static_cast<Index>(s[sp.kdim[j]]));
+  }
+  for (int j = 0; j < sp.nr; ++j) {
+    p.rdim[j] = sp.rdim[j];
+    p.rdiv[j] = fast_divmod<Index>(static_cast<Index>(s[sp.rdim[j]]));
+  }
+  const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
+  const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
+  std::int64_t splits = 1;
+  if (inner_reduced) {
+    const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;
+    const std::int64_t most = (sp.n_count + 2047) / 2048;
+    splits = want < most ? want : most;
+  } else {
+    const std::int64_t want = (2 * resident + sp.k_count - 1) / sp.k_count;
+    const std::int64_t most = sp.n_count / 16;
+    splits = want < most ? want : most;
+  }
+  if (splits < 1) splits = 1;
+  p.splits = static_cast<Index>(splits);
+  Acc* partials = nullptr;
+  if (splits > 1) {
+    dr.storage.emplace_back(static_cast<std::size_t>(splits * sp.k_count) * sizeof(Acc), dr.stream);
+    partials = reinterpret_cast<Acc*>(dr.storage.back().data());
+  }
+  if (inner_reduced) {
+    const std::int64_t ky = sp.k_count < 65535 ? sp.k_count : 65535;
+    const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky), static_cast<unsigned>((sp.k_count + ky - 1) / ky));
+    launch_kernel("reduce_block_kernel", &reduce_block_kernel<Index, Op, decltype(child), Acc, R>, grid, dim3(256), 0,
+                  dr.stream, dev, p, n.op, child, partials, out);
+  } else {
+    std::int64_t blocks = (sp.k_count * splits + 255) / 256;
+    const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
+    if (blocks > cap) blocks = cap;
+    launch_kernel("reduce_thread_kernel", &reduce_thread_kernel<Index, Op, decltype(child), Acc, R>,
+                  dim3(static_cast<unsigned>(blocks)), dim3(256), 0, dr.stream, dev, p, n.op, child, partials, out);
+  }
+  if (splits > 1) {
+    const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
+    const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
+    launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid, dim3(inner_reduced ? 256 : 32),
+                  0, dr.stream, dev, static_cast<Index>(sp.k_count), static_cast<Index>(splits),
+                  static_cast<Index>(sp.n_count), inner_reduced, n.op, static_cast<const Acc*>(partials), out);
+  }
+}
+
+template <class Op, class C>
+leaf_node<typename reduce_node<Op, C>::value_type> device_reducer::operator()(const reduce_node<Op, C>& n) {
+  using R = typename reduce_node<Op, C>::value_type;
+  const shape_t s = n.child.shape();
+  const reduce_split sp = split_dims(s, n.mask);
+  storage.emplace_back(static_cast<std::size_t>(sp.k_count) * sizeof(R), stream);
+  R* out = reinterpret_cast<R*>(storage.back().data());
+  if (sp.k_count > 0) {
+    std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1> ops{};
+    leaves_in_space(n.child, s, ops, 1);
+    std::int64_t biggest = sp.k_count * (sp.n_count > 0 ? sp.n_count : 1);
+    for (std::size_t i = 1; i < ops.size(); ++i) {
+      std::int64_t m = 1;
+      for (int d = 0; d < s.rank(); ++d) m += (s[d] - 1) * ops[i].s[d];
+      if (m > biggest) biggest = m;
+    }
+    if (biggest >= (std::int64_t{1} << 31)) launch_generic_reduce<std::uint64_t>(n, s, sp, ops, out, *this);
+    else launch_generic_reduce<std::uint32_t>(n, s, sp, ops, out, *this);
+  }
+  return leaf_node<R>{{}, view<const R>(out, n.shape())};
+}
+#endif
+
+// Operands of a row evaluation: the destination, then the leaves (with their index spaces).
+template <int NLeaves>
+struct row_operands {
+  std::array<operand_layout, NLeaves + 1> ops;
+  std::array<bool, NLeaves + 1> inside{};
+};
+
+template <class T, class E>
+row_operands<E::leaf_count> gather_row_operands(const view<T>& dst, const E& expr) {
+  row_operands<E::leaf_count> ro;
+  ro.ops[0] = describe_operand(dst);
+  int k = 1;
+  auto add = [&](const leaf_info& li) {
+    operand_layout& o = ro.ops[static_cast<std::size_t>(k)];
+    o.data = li.data;
+    o.elem_size = li.elem_size;
+    o.dtype = li.dtype;
+    o.shape = li.shape;
+    o.strides = li.strides;
+    ro.inside[static_cast<std::size_t>(k)] = li.in_reduction;
+    ++k;
+  };
+  expr.visit_leaves(add);
+  return ro;
+}
+
+// In-place evaluation is allowed element for element on whole rows; any other overlap races.
+template <std::size_t N>
+void check_row_overlap(const std::array<operand_layout, N>& ops, const row_layout& L) {
+  auto span = [&](const operand_layout& o) {
+    const std::int64_t m = (L.rows - 1) * o.s[0] + (L.cols > 0 ? (L.cols - 1) * o.s[1] : 0);
+    return std::make_pair(static_cast<const char*>(o.data), static_cast<const char*>(o.data) + (m + 1) * o.elem_size);
+  };
+  const auto d = span(ops[0]);
+  for (std::size_t i = 1; i < N; ++i) {
+    const auto l = span(ops[i]);
+    if (l.first >= d.second || d.first >= l.second) continue;
+    const bool same = L.full_dest && ops[i].data == ops[0].data && ops[i].elem_size == ops[0].elem_size &&
+                      ops[i].s[0] == ops[0].s[0] && ops[i].s[1] == ops[0].s[1];
+    if (!same) {
+      throw invalid_argument("fusex: destination (" + operand_text(ops[0]) + ") overlaps input " + std::to_string(i - 1) +
+                             " (" + operand_text(ops[i]) + ") other than element for element; the result would race");
+    }
+  }
+}
+
+#if defined(__CUDACC__)
+template <class Index, int V, class T, class E, std::size_t N>
+void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, const view<T>& dst, const E& expr,
+                 cudaStream_t stream) {
+  row_params<Index> p{};
+  p.rows = static_cast<Index>(L.rows);
+  p.cols = static_cast<Index>(L.cols);
+  p.tpr = L.tpr;
+  p.rows_per_block = L.rows_per_block;
+  p.n_slots = E::reduce_count;
+  p.vectorized = L.vector_width > 1;
+  p.full = L.full_dest;
+  const auto out = make_out_evaluator<Index>(dst, ops[0]);
+  leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
+  const auto ev = make_evaluator(expr, src);
+  const device_properties& dev = current_device_info();
+  std::int64_t blocks = (L.rows + L.rows_per_block - 1) / L.rows_per_block;
+  if (blocks > (std::int64_t{1} << 30)) blocks = std::int64_t{1} << 30;
+  const std::size_t smem = static_cast<std::size_t>(L.rows_per_block) * E::reduce_count * sizeof(std::uint64_t);
+  launch_kernel("row_kernel", &row_kernel<Index, V, std::decay_t<decltype(out)>, std::decay_t<decltype(ev)>>,
+                dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(L.block)), smem, stream, dev, p, out, ev);
+}
+#endif
+
+}  // namespace fusex::detail

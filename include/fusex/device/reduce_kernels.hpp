@@ -1,0 +1,263 @@
+#pragma once
+/// \file
+/// Reduction kernels. The row kernel computes reductions over the innermost axis together with
+/// the elementwise expression that consumes them (softmax, layer_norm, ...), one group of threads
+/// per row, in one launch. The generic kernels reduce any set of axes of any expression (fused:
+/// the operand is evaluated on the fly, never stored) into partial accumulators, and a finishing
+/// kernel combines the partials in a fixed order. No floating-point atomics anywhere: results are
+/// bit-identical from run to run on the same GPU.
+
+#include <fusex/config.hpp>
+#include <fusex/detail/fast_divmod.hpp>
+#include <fusex/device/launch.hpp>
+#include <fusex/expr/detail/evaluator.hpp>
+
+#include <cstdint>
+#include <cstring>
+
+namespace fusex::detail {
+
+/// Parameters of the row kernel.
+template <class Index>
+struct row_params {
+  Index rows;
+  Index cols;
+  int tpr;             // threads per row (a multiple of 32, at most the block)
+  int rows_per_block;  // blockDim.x / tpr
+  int n_slots;         // reductions per row
+  bool vectorized;
+  bool full;           // epilogue over whole rows (else one value per row)
+};
+
+/// Parameters of the generic reduction kernels: the operand's index space split into kept and
+/// reduced dimensions.
+template <class Index>
+struct reduce_params {
+  Index k_count;   // outputs
+  Index n_count;   // reduced elements per output
+  Index splits;    // partial accumulators per output
+  int rank;        // operand rank
+  int nk, nr;      // kept and reduced dimension counts
+  int kdim[max_rank], rdim[max_rank];
+  fast_divmod<Index> kdiv[max_rank], rdiv[max_rank];
+};
+
+template <class Index>
+FUSEX_HD FUSEX_FORCEINLINE void decode(Index i, int n, const int* dims, const fast_divmod<Index>* div, coord<Index>& c) {
+  FUSEX_UNROLL
+  for (int j = max_rank - 1; j >= 0; --j) {
+    if (j < n) {
+      Index q, r;
+      div[j].divmod(i, q, r);
+      c.c[dims[j]] = r;
+      i = q;
+    }
+  }
+}
+
+#if defined(__CUDACC__)
+/// Exchanges any trivially copyable value across a warp, 32 bits at a time.
+template <class T>
+__device__ FUSEX_FORCEINLINE T shfl_xor(const T& v, int mask) {
+  constexpr int words = (static_cast<int>(sizeof(T)) + 3) / 4;
+  unsigned w[words] = {};
+  memcpy(w, &v, sizeof(T));
+  FUSEX_UNROLL
+  for (int i = 0; i < words; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], mask);
+  T r;
+  memcpy(&r, w, sizeof(T));
+  return r;
+}
+
+/// Reduces `v` over each group of `tpr` consecutive threads (tpr a multiple of 32); every thread
+/// of the group gets the result. Fixed combination order: deterministic. All threads of the block
+/// must call it. `scratch` holds one Acc per warp. (cub::BlockReduce needs the block size at compile
+/// time; groups here are sized at run time.)
+template <class Acc, class Combine>
+__device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int tpr, Acc* scratch) {
+  FUSEX_UNROLL
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, shfl_xor(v, o));
+  if (tpr <= 32) return v;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int wpr = tpr / 32, first = (warp / wpr) * wpr;
+  Acc r = scratch[first];
+  for (int i = 1; i < wpr; ++i) r = combine(r, scratch[first + i]);
+  return r;
+}
+
+inline constexpr int reduce_scratch_bytes = 32 * 32;  // one accumulator (<= 32 bytes) per warp
+
+template <int W, class Index, class Reduce>
+__device__ FUSEX_FORCEINLINE void row_pass(const Reduce& r, const row_params<Index>& p, Index row, bool active, int lane,
+                                           row_context ctx, std::uint64_t* slots, unsigned char* scratch) {
+  using T = typename Reduce::input_type;
+  using Acc = typename decltype(r.op)::template acc<T>;
+  auto combine = [&](const Acc& a, const Acc& b) { return r.op.template combine<T>(a, b); };
+  Acc acc = r.op.template identity<T>();
+  if (active) {
+    for (Index j = static_cast<Index>(lane); j < p.cols / W; j += static_cast<Index>(p.tpr)) {
+      coord<Index> c;
+      c.rank = 2;
+      c.c[0] = row;
+      c.c[1] = j * W;
+      const auto v = r.child.template load<W>(c, ctx);
+      FUSEX_UNROLL
+      for (int l = 0; l < W; ++l)
+        acc = combine(acc, r.op.template lift<T>(v.v[l], static_cast<std::int64_t>(j * W + static_cast<Index>(l))));
+    }
+  }
+  acc = group_reduce(acc, combine, p.tpr, reinterpret_cast<Acc*>(scratch));
+  if (active && lane == 0) {
+    const auto out = r.op.template finish<T>(acc, static_cast<std::int64_t>(p.cols));
+    std::uint64_t bits = 0;
+    memcpy(&bits, &out, sizeof(out));
+    slots[r.slot] = bits;
+  }
+  __syncthreads();  // the result is visible to the whole group before the next pass reads it
+}
+
+template <int W, class Index, class Out, class Expr>
+__device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const Out& out, const Expr& expr, Index row,
+                                               int lane, row_context ctx) {
+  coord<Index> c;
+  c.rank = 2;
+  c.c[0] = row;
+  if (p.full) {
+    for (Index j = static_cast<Index>(lane); j < p.cols / W; j += static_cast<Index>(p.tpr)) {
+      c.c[1] = j * W;
+      out.template store<W>(c, expr.template load<W>(c, ctx));
+    }
+  } else if (lane == 0) {
+    c.c[1] = 0;
+    out.template store<1>(c, expr.template load<1>(c, ctx));
+  }
+}
+
+/// One group of p.tpr threads per row: a pass over the row for each reduction (post-order, so a
+/// reduction may use those inside it), then the epilogue over the row (or one value per row).
+template <class Index, int V, class Out, class Expr>
+__global__ void __launch_bounds__(1024) row_kernel(const row_params<Index> p, const Out out, const Expr expr) {
+  pdl_begin();
+  __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
+  extern __shared__ std::uint64_t row_slots[];
+  const int group = static_cast<int>(threadIdx.x) / p.tpr;
+  const int lane = static_cast<int>(threadIdx.x) % p.tpr;
+  std::uint64_t* slots = row_slots + group * p.n_slots;
+  const row_context ctx{slots};
+  for (Index row0 = static_cast<Index>(blockIdx.x) * p.rows_per_block; row0 < p.rows;
+       row0 += static_cast<Index>(gridDim.x) * p.rows_per_block) {
+    const Index row = row0 + static_cast<Index>(group);
+    const bool active = row < p.rows;
+    if constexpr (V > 1) {
+      if (p.vectorized) {
+        auto pass = [&](const auto& r) { row_pass<V>(r, p, row, active, lane, ctx, slots, scratch); };
+        expr.visit_reductions(pass);
+        if (active) row_epilogue<V>(p, out, expr, row, lane, ctx);
+        __syncthreads();
+        continue;
+      }
+    }
+    auto pass = [&](const auto& r) { row_pass<1>(r, p, row, active, lane, ctx, slots, scratch); };
+    expr.visit_reductions(pass);
+    if (active) row_epilogue<1>(p, out, expr, row, lane, ctx);
+    __syncthreads();  // slots are reused by the next row
+  }
+}
+
+/// Generic partial reduction, one thread per (output, split): used when the innermost operand
+/// dimension is kept, so neighbouring threads read neighbouring elements.
+template <class Index, class Op, class Child, class Acc, class OutT>
+__global__ void __launch_bounds__(256) reduce_thread_kernel(const reduce_params<Index> p, const Op op, const Child child,
+                                                           Acc* partials, OutT* out) {
+  pdl_begin();
+  using T = typename Child::value_type;
+  const Index total = p.k_count * p.splits;
+  for (Index t = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index k = t % p.k_count, s = t / p.k_count;
+    coord<Index> c;
+    c.rank = p.rank;
+    FUSEX_UNROLL
+    for (int d = 0; d < max_rank; ++d) c.c[d] = 0;
+    decode(k, p.nk, p.kdim, p.kdiv, c);
+    Acc acc = op.template identity<T>();
+    for (Index n = s; n < p.n_count; n += p.splits) {
+      decode(n, p.nr, p.rdim, p.rdiv, c);
+      acc = op.template combine<T>(acc, op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
+    }
+    if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(acc, static_cast<std::int64_t>(p.n_count)));
+    else partials[s * p.k_count + k] = acc;
+  }
+}
+
+/// Generic partial reduction, one block per (output, split) with threads along the reduced
+/// elements: used when the innermost operand dimension is reduced (full reductions included).
+template <class Index, class Op, class Child, class Acc, class OutT>
+__global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<Index> p, const Op op, const Child child,
+                                                          Acc* partials, OutT* out) {
+  pdl_begin();
+  using T = typename Child::value_type;
+  __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
+  auto combine = [&](const Acc& a, const Acc& b) { return op.template combine<T>(a, b); };
+  const Index k = static_cast<Index>(blockIdx.y) + static_cast<Index>(blockIdx.z) * gridDim.y;
+  if (k >= p.k_count) return;  // uniform per block
+  const Index s = blockIdx.x;
+  coord<Index> c;
+  c.rank = p.rank;
+  FUSEX_UNROLL
+  for (int d = 0; d < max_rank; ++d) c.c[d] = 0;
+  decode(k, p.nk, p.kdim, p.kdiv, c);
+  // Four independent accumulators keep four loads in flight per thread; combined in fixed order.
+  constexpr int U = 4;
+  Acc acc[U];
+  FUSEX_UNROLL
+  for (int u = 0; u < U; ++u) acc[u] = op.template identity<T>();
+  const Index step = static_cast<Index>(gridDim.x) * blockDim.x;
+  Index n = s * blockDim.x + threadIdx.x;
+  for (; n + (U - 1) * step < p.n_count; n += U * step) {
+    typename Child::compute_type v[U];
+    FUSEX_UNROLL
+    for (int u = 0; u < U; ++u) {
+      coord<Index> cu = c;
+      decode(n + static_cast<Index>(u) * step, p.nr, p.rdim, p.rdiv, cu);
+      v[u] = child.template load<1>(cu, no_context{}).v[0];
+    }
+    FUSEX_UNROLL
+    for (int u = 0; u < U; ++u)
+      acc[u] = combine(acc[u], op.template lift<T>(v[u], static_cast<std::int64_t>(n + static_cast<Index>(u) * step)));
+  }
+  for (; n < p.n_count; n += step) {
+    decode(n, p.nr, p.rdim, p.rdiv, c);
+    acc[0] = combine(acc[0], op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
+  }
+  Acc a = acc[0];
+  FUSEX_UNROLL
+  for (int u = 1; u < U; ++u) a = combine(a, acc[u]);
+  a = group_reduce(a, combine, static_cast<int>(blockDim.x), reinterpret_cast<Acc*>(scratch));
+  if (threadIdx.x == 0) {
+    if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(p.n_count)));
+    else partials[k * p.splits + s] = a;
+  }
+}
+
+/// Combines the partial accumulators of each output in a fixed order and stores the result.
+/// `k_major`: partials laid out [k][split] (else [split][k]).
+template <class Index, class Op, class T, class Acc, class OutT>
+__global__ void __launch_bounds__(256) reduce_finish_kernel(const Index k_count, const Index splits, const Index n_count,
+                                                           const bool k_major, const Op op, const Acc* partials, OutT* out) {
+  pdl_begin();
+  __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
+  auto combine = [&](const Acc& a, const Acc& b) { return op.template combine<T>(a, b); };
+  const Index k = static_cast<Index>(blockIdx.x) + static_cast<Index>(blockIdx.y) * gridDim.x;
+  if (k >= k_count) return;
+  Acc a = op.template identity<T>();
+  for (Index s = threadIdx.x; s < splits; s += blockDim.x) a = combine(a, partials[k_major ? k * splits + s : s * k_count + k]);
+  a = group_reduce(a, combine, static_cast<int>(blockDim.x), reinterpret_cast<Acc*>(scratch));
+  if (threadIdx.x == 0) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(n_count)));
+}
+#endif
+
+}  // namespace fusex::detail

@@ -1,0 +1,276 @@
+#pragma once
+/// \file
+/// The reduction table: every reduction, defined once as a `__host__ __device__` functor with an
+/// accumulator (`acc<T>`), its identity, how one value enters it (`lift`), how two accumulators
+/// combine (`combine`, associative; ties and order handled so results are deterministic), and how
+/// the final value is produced (`finish`, given the number of reduced elements).
+///
+/// Accumulation types: float for float16, bfloat16 and float32; double for float64; int64 for
+/// integer and bool sums and products.
+
+#include <fusex/config.hpp>
+#include <fusex/core/dtype.hpp>
+#include <fusex/expr/ops.hpp>
+
+#include <cuda/std/limits>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace fusex::reduce_ops {
+
+namespace detail {
+template <class T>
+using float_acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+// Sums and products: floats in float (double for double), integers and bool in int64.
+template <class T>
+using sum_acc = std::conditional_t<is_floating_v<T>, float_acc<T>, std::int64_t>;
+template <class T>
+using sum_result = std::conditional_t<is_floating_v<T>, T, std::int64_t>;
+}  // namespace detail
+
+struct sum {
+  static constexpr const char* name = "sum";
+  static constexpr bool needs_elements = false;
+  template <class T> using acc = detail::sum_acc<T>;
+  template <class T> using result = detail::sum_result<T>;
+  template <class T> FUSEX_HD acc<T> identity() const { return acc<T>(0); }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const { return static_cast<acc<T>>(x); }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const { return a + b; }
+  template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
+    return static_cast<compute_t<result<T>>>(a);
+  }
+};
+
+struct prod {
+  static constexpr const char* name = "prod";
+  static constexpr bool needs_elements = false;
+  template <class T> using acc = detail::sum_acc<T>;
+  template <class T> using result = detail::sum_result<T>;
+  template <class T> FUSEX_HD acc<T> identity() const { return acc<T>(1); }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const { return static_cast<acc<T>>(x); }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const { return a * b; }
+  template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
+    return static_cast<compute_t<result<T>>>(a);
+  }
+};
+
+/// Arithmetic mean; integers average in float32. The mean of nothing is NaN (0/0), as in NumPy.
+struct mean {
+  static constexpr const char* name = "mean";
+  static constexpr bool needs_elements = false;
+  template <class T> using acc = detail::float_acc<float_of_t<T>>;
+  template <class T> using result = float_of_t<T>;
+  template <class T> FUSEX_HD acc<T> identity() const { return acc<T>(0); }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const { return static_cast<acc<T>>(x); }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const { return a + b; }
+  template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t n) const {
+    return static_cast<compute_t<result<T>>>(a / static_cast<acc<T>>(n));
+  }
+};
+
+/// Maximum; NaN propagates (as torch.amax). Undefined over nothing (fusex raises an error).
+struct max {
+  static constexpr const char* name = "max";
+  static constexpr bool needs_elements = true;
+  template <class T> using acc = compute_t<T>;
+  template <class T> using result = T;
+  template <class T> FUSEX_HD acc<T> identity() const {
+    if constexpr (std::is_floating_point_v<acc<T>>) return -cuda::std::numeric_limits<acc<T>>::infinity();
+    else return cuda::std::numeric_limits<acc<T>>::lowest();
+  }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const { return x; }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const { return ops::maximum{}(a, b); }
+  template <class T> FUSEX_HD compute_t<T> finish(acc<T> a, std::int64_t) const { return a; }
+};
+
+/// Minimum; NaN propagates (as torch.amin). Undefined over nothing.
+struct min {
+  static constexpr const char* name = "min";
+  static constexpr bool needs_elements = true;
+  template <class T> using acc = compute_t<T>;
+  template <class T> using result = T;
+  template <class T> FUSEX_HD acc<T> identity() const {
+    if constexpr (std::is_floating_point_v<acc<T>>) return cuda::std::numeric_limits<acc<T>>::infinity();
+    else return cuda::std::numeric_limits<acc<T>>::max();
+  }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const { return x; }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const { return ops::minimum{}(a, b); }
+  template <class T> FUSEX_HD compute_t<T> finish(acc<T> a, std::int64_t) const { return a; }
+};
+
+template <class C>
+struct value_index {
+  C value;
+  std::int64_t index;
+};
+
+/// Index of the maximum along the reduced axis (row-major over several axes); the first index on
+/// ties; a NaN counts as the maximum (as torch.argmax).
+struct argmax {
+  static constexpr const char* name = "argmax";
+  static constexpr bool needs_elements = true;
+  template <class T> using acc = value_index<compute_t<T>>;
+  template <class T> using result = std::int64_t;
+  template <class T> FUSEX_HD acc<T> identity() const { return {max{}.identity<T>(), -1}; }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t i) const { return {x, i}; }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
+    if (a.index < 0) return b;
+    if (b.index < 0) return a;
+    const bool an = fusex::detail::math::isnan(a.value), bn = fusex::detail::math::isnan(b.value);
+    if (an || bn) {
+      if (an && bn) return a.index < b.index ? a : b;
+      return an ? a : b;
+    }
+    if (a.value > b.value) return a;
+    if (b.value > a.value) return b;
+    return a.index < b.index ? a : b;
+  }
+  template <class T> FUSEX_HD std::int64_t finish(acc<T> a, std::int64_t) const { return a.index; }
+};
+
+/// Index of the minimum; first index on ties; a NaN counts as the minimum (as torch.argmin).
+struct argmin {
+  static constexpr const char* name = "argmin";
+  static constexpr bool needs_elements = true;
+  template <class T> using acc = value_index<compute_t<T>>;
+  template <class T> using result = std::int64_t;
+  template <class T> FUSEX_HD acc<T> identity() const { return {min{}.identity<T>(), -1}; }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t i) const { return {x, i}; }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
+    if (a.index < 0) return b;
+    if (b.index < 0) return a;
+    const bool an = fusex::detail::math::isnan(a.value), bn = fusex::detail::math::isnan(b.value);
+    if (an || bn) {
+      if (an && bn) return a.index < b.index ? a : b;
+      return an ? a : b;
+    }
+    if (a.value < b.value) return a;
+    if (b.value < a.value) return b;
+    return a.index < b.index ? a : b;
+  }
+  template <class T> FUSEX_HD std::int64_t finish(acc<T> a, std::int64_t) const { return a.index; }
+};
+
+/// True if any element is non-zero (false over nothing).
+struct any {
+  static constexpr const char* name = "any";
+  static constexpr bool needs_elements = false;
+  template <class T> using acc = bool;
+  template <class T> using result = bool;
+  template <class T> FUSEX_HD bool identity() const { return false; }
+  template <class T> FUSEX_HD bool lift(compute_t<T> x, std::int64_t) const { return x != compute_t<T>(0); }
+  template <class T> FUSEX_HD bool combine(bool a, bool b) const { return a || b; }
+  template <class T> FUSEX_HD bool finish(bool a, std::int64_t) const { return a; }
+};
+
+/// True if every element is non-zero (true over nothing).
+struct all {
+  static constexpr const char* name = "all";
+  static constexpr bool needs_elements = false;
+  template <class T> using acc = bool;
+  template <class T> using result = bool;
+  template <class T> FUSEX_HD bool identity() const { return true; }
+  template <class T> FUSEX_HD bool lift(compute_t<T> x, std::int64_t) const { return x != compute_t<T>(0); }
+  template <class T> FUSEX_HD bool combine(bool a, bool b) const { return a && b; }
+  template <class T> FUSEX_HD bool finish(bool a, std::int64_t) const { return a; }
+};
+
+/// Vector norms: kind 1 is L1 (sum of |x|), 2 is L2 (square root of the sum of squares), 0 is
+/// the max norm (largest |x|).
+struct norm {
+  static constexpr const char* name = "norm";
+  static constexpr bool needs_elements = false;
+  int kind = 2;
+  template <class T> using acc = detail::float_acc<float_of_t<T>>;
+  template <class T> using result = float_of_t<T>;
+  template <class T> FUSEX_HD acc<T> identity() const { return acc<T>(0); }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const {
+    const acc<T> v = static_cast<acc<T>>(x);
+    if (kind == 2) return v * v;
+    return v < acc<T>(0) ? -v : v;
+  }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
+    if (kind == 0) return ops::maximum{}(a, b);
+    return a + b;
+  }
+  template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
+    if (kind == 2) return static_cast<compute_t<result<T>>>(fusex::detail::math::sqrt(a));
+    return static_cast<compute_t<result<T>>>(a);
+  }
+};
+
+template <class C>
+struct welford {
+  C count;
+  C mean;
+  C m2;
+};
+
+/// Variance (Kind 0) or standard deviation (Kind 1) with a correction (1: sample, 0: population),
+/// by Welford's algorithm with Chan's combination: one pass, numerically stable.
+template <int Kind>
+struct variance {
+  static constexpr const char* name = Kind == 0 ? "var" : "std";
+  static constexpr bool needs_elements = false;
+  double correction = 1;
+  template <class T> using acc = welford<detail::float_acc<float_of_t<T>>>;
+  template <class T> using result = float_of_t<T>;
+  template <class T> FUSEX_HD acc<T> identity() const { return {0, 0, 0}; }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const {
+    using C = detail::float_acc<float_of_t<T>>;
+    return {C(1), static_cast<C>(x), C(0)};
+  }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
+    using C = detail::float_acc<float_of_t<T>>;
+    if (a.count == C(0)) return b;
+    if (b.count == C(0)) return a;
+    const C n = a.count + b.count;
+    const C delta = b.mean - a.mean;
+    const C wb = b.count / n;
+    return {n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * a.count * wb};
+  }
+  template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
+    using C = detail::float_acc<float_of_t<T>>;
+    const C denom = a.count - static_cast<C>(correction);
+    C v = denom > C(0) ? a.m2 / denom : cuda::std::numeric_limits<C>::quiet_NaN();  // too few elements
+    if constexpr (Kind == 1) v = fusex::detail::math::sqrt(v);
+    return static_cast<compute_t<result<T>>>(v);
+  }
+};
+
+template <class C>
+struct max_sum {
+  C max;
+  C sum;
+};
+
+/// log(sum(exp(x))), computed stably in one pass (running maximum and rescaled sum).
+struct logsumexp {
+  static constexpr const char* name = "logsumexp";
+  static constexpr bool needs_elements = false;
+  template <class T> using acc = max_sum<detail::float_acc<float_of_t<T>>>;
+  template <class T> using result = float_of_t<T>;
+  template <class T> FUSEX_HD acc<T> identity() const {
+    using C = detail::float_acc<float_of_t<T>>;
+    return {-cuda::std::numeric_limits<C>::infinity(), C(0)};
+  }
+  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const {
+    using C = detail::float_acc<float_of_t<T>>;
+    return {static_cast<C>(x), C(1)};
+  }
+  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
+    using C = detail::float_acc<float_of_t<T>>;
+    if (a.sum == C(0)) return b;
+    if (b.sum == C(0)) return a;
+    if (fusex::detail::math::isnan(a.max) || fusex::detail::math::isnan(b.max)) return {a.max + b.max, C(1)};
+    const C m = a.max > b.max ? a.max : b.max;
+    if (m == -cuda::std::numeric_limits<C>::infinity()) return {m, a.sum + b.sum};
+    return {m, a.sum * fusex::detail::math::exp(a.max - m) + b.sum * fusex::detail::math::exp(b.max - m)};
+  }
+  template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
+    return static_cast<compute_t<result<T>>>(a.max + fusex::detail::math::log(a.sum));
+  }
+};
+
+}  // namespace fusex::reduce_ops

@@ -1,0 +1,183 @@
+#pragma once
+/// \file
+/// Planning for expressions that contain reductions.
+///
+/// Rule 1 (one kernel): when every reduction reduces the last axis of an operand of one common
+/// "full" shape [rows..., cols], and the destination is either that full shape (an epilogue over
+/// whole rows: softmax, layer_norm) or the reduced shape (one value per row), and every operand
+/// steps through the leading dimensions as one "row" dimension, the whole expression is one row
+/// kernel: a group of threads per row makes one pass over the row per reduction and then writes
+/// the epilogue. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
+/// into a temporary from the default memory resource, and the rest is one elementwise kernel.
+
+#include <fusex/core/shape.hpp>
+#include <fusex/plan/elementwise_plan.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fusex::detail {
+
+/// Threads per row when a row has `work` work items: about four items per thread, a power of two
+/// from 32 (one warp) to 1024 (one block).
+inline int threads_per_row(std::int64_t work) {
+  int t = 32;
+  while (t < 1024 && std::int64_t{t} * 4 < work) t *= 2;
+  return t;
+}
+
+/// What the row planner decided.
+struct row_layout {
+  bool ok = false;
+  std::string why_not;     ///< when !ok: why the one-kernel rule does not apply
+  shape_t full;            ///< [rows..., cols]
+  bool full_dest = false;  ///< the destination has the full shape (else one value per row)
+  std::int64_t rows = 0, cols = 0;
+  int vector_width = 1;
+  bool index64 = false;
+  int tpr = 32, rows_per_block = 1, block = 32;
+};
+
+// One reduction as the planner sees it.
+struct reduction_info {
+  shape_t child_shape;
+  std::uint32_t mask;
+  const char* name;
+};
+
+// Strides of an operand of shape `s` broadcast to `to`, right-aligned (0 where broadcast).
+inline bool aligned_strides(const shape_t& s, const strides_t& st, const shape_t& to, std::int64_t* out) {
+  if (!broadcasts_to(s, to)) return false;
+  const int R = to.rank();
+  for (int d = 0; d < R; ++d) {
+    const int j = d - (R - s.rank());
+    out[d] = (j < 0 || s[j] != to[d]) ? 0 : st[j];
+  }
+  return true;
+}
+
+// Folds the leading dimensions [0, R-1) of `full` into one row stride, if the operand steps
+// through them as one dimension.
+inline bool row_stride_of(const std::int64_t* s, const shape_t& full, std::int64_t& row_stride) {
+  const int R = full.rank();
+  row_stride = 0;
+  int prev = -1;
+  for (int d = 0; d < R - 1; ++d) {
+    if (full[d] == 1) continue;
+    if (prev >= 0 && s[prev] != s[d] * full[d]) return false;
+    prev = d;
+  }
+  if (prev >= 0) row_stride = s[prev];
+  return true;
+}
+
+/// Applies rule 1. `ops[0]` is the destination; `ops[1..n)` the leaves, with `in_reduction[i]`
+/// telling which index space each lives in. On success, `ops[i].s` holds {row stride, column
+/// stride}.
+inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n_ops,
+                            const std::vector<reduction_info>& reductions, int vector_width) {
+  row_layout L;
+  if (reductions.empty()) {
+    L.why_not = "no reduction";
+    return L;
+  }
+  shape_t full = reductions[0].child_shape;
+  for (const auto& r : reductions) {
+    if (r.child_shape.rank() != full.rank()) {
+      L.why_not = "reductions of operands of different ranks";
+      return L;
+    }
+    full = broadcast_shapes(full, r.child_shape, r.name);
+  }
+  const int R = full.rank();
+  if (R == 0) {
+    L.why_not = "reduction of a rank-0 operand";
+    return L;
+  }
+  for (const auto& r : reductions) {
+    if (r.mask != (1u << (R - 1))) {
+      L.why_not = std::string(r.name) + " reduces axes other than the last one alone";
+      return L;
+    }
+  }
+  L.full = full;
+  L.cols = full[R - 1];
+  L.rows = 1;
+  for (int d = 0; d < R - 1; ++d) L.rows *= full[d];
+  if (L.rows < 32 && L.cols > 65536) {
+    L.why_not = "too few rows (" + std::to_string(L.rows) + ") for rows this long (" + std::to_string(L.cols) +
+                "): split across blocks instead";
+    return L;
+  }
+  // The destination: the full shape, or the reduced shape (last axis removed or kept as 1).
+  const shape_t& ds = ops[0].shape;
+  shape_t reduced_keep = full;
+  reduced_keep[R - 1] = 1;
+  shape_t reduced_drop;
+  for (int d = 0; d < R - 1; ++d) reduced_drop.push_back(full[d]);
+  shape_t dest_space;
+  if (ds == full) {
+    L.full_dest = true;
+    dest_space = full;
+  } else if (ds == reduced_keep || ds == reduced_drop) {
+    dest_space = ds;
+  } else {
+    L.why_not = "destination " + ds.str() + " is neither the full shape " + full.str() + " nor the reduced one";
+    return L;
+  }
+  // Every operand's strides in the full space, folded to {row, column}.
+  for (int i = 0; i < n_ops; ++i) {
+    operand_layout& o = ops[i];
+    std::int64_t s[max_rank] = {};
+    const bool inside = i > 0 && in_reduction[i];
+    if (inside || L.full_dest) {
+      if (!aligned_strides(o.shape, o.strides, full, s)) {
+        L.why_not = "operand " + o.shape.str() + " does not broadcast to " + full.str();
+        return L;
+      }
+    } else {  // destination-space operand of a one-value-per-row evaluation: column stride 0
+      std::int64_t t[max_rank] = {};
+      if (!aligned_strides(o.shape, o.strides, dest_space, t)) {
+        L.why_not = "operand " + o.shape.str() + " does not broadcast to " + dest_space.str();
+        return L;
+      }
+      for (int d = 0; d < R - 1; ++d) s[d] = t[d];
+      s[R - 1] = 0;
+    }
+    std::int64_t rs = 0;
+    if (!row_stride_of(s, full, rs)) {
+      L.why_not = "operand " + o.shape.str() + " with strides " + o.strides.str() + " is not one row dimension";
+      return L;
+    }
+    const std::int64_t cs = full[R - 1] == 1 ? 0 : s[R - 1];
+    for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
+    o.s[0] = rs;
+    o.s[1] = cs;
+  }
+  // Vector access along the row, as for elementwise kernels.
+  const int V = vector_width;
+  bool vec = V > 1 && L.cols % V == 0;
+  for (int i = 0; vec && i < n_ops; ++i) {
+    const operand_layout& o = ops[i];
+    if (i == 0 && !L.full_dest) continue;  // one scalar store per row
+    if (o.s[1] == 0 && i > 0) continue;
+    if (o.s[1] != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(V * o.elem_size) != 0 ||
+        o.s[0] % V != 0)
+      vec = false;
+  }
+  L.vector_width = vec ? V : 1;
+  std::int64_t biggest = L.rows * (L.cols > 0 ? L.cols : 1);
+  for (int i = 0; i < n_ops; ++i) {
+    const std::int64_t m = (L.rows - 1) * ops[i].s[0] + (L.cols - 1) * ops[i].s[1] + 1;
+    if (m > biggest) biggest = m;
+  }
+  L.index64 = biggest >= (std::int64_t{1} << 31);
+  L.tpr = threads_per_row(L.cols / L.vector_width);
+  L.block = L.tpr < 256 ? 256 : L.tpr;
+  L.rows_per_block = L.block / L.tpr;
+  L.ok = true;
+  return L;
+}
+
+}  // namespace fusex::detail
