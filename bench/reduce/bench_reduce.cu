@@ -1,0 +1,132 @@
+// Reduction benchmarks (issue: reductions fused with their consumers). Bytes are the minimum: every
+// input read once, every output written once; each case reports copy_ratio against a
+// device-to-device copy of the same input size measured in the same run.
+#include <fusex/fusex.hpp>
+
+#include <cub/device/device_reduce.cuh>
+
+#include "fusex_bench.hpp"
+
+#include <cstdint>
+#include <map>
+
+namespace {
+
+using fusex::bfloat16;
+
+cudaStream_t bench_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st;
+    FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    return st;
+  }();
+  return s;
+}
+
+__global__ void fill_kernel(float* t, std::int64_t n, float lo, float hi) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+    t[i] = lo + (hi - lo) * (0.5f + 0.5f * __sinf(static_cast<float>(i % 100003) * 0.37f));
+}
+
+template <class T>
+struct device_buffer {
+  T* p = nullptr;
+  std::int64_t n;
+  explicit device_buffer(std::int64_t count, float lo = -2, float hi = 2) : n(count) {
+    FUSEX_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(n) * sizeof(T)));
+    // Varying, non-constant data (a sine of the index), converted to T by fusex.
+    float* tmp = nullptr;
+    FUSEX_CUDA_CHECK(cudaMalloc(&tmp, static_cast<std::size_t>(n) * sizeof(float)));
+    fill_kernel<<<1024, 256, 0, bench_stream()>>>(tmp, n, lo, hi);
+    FUSEX_CUDA_CHECK(cudaGetLastError());
+    fusex::eval(fusex::make_view(p, {n}), fusex::make_view(tmp, {n}), bench_stream());
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
+    FUSEX_CUDA_CHECK(cudaFree(tmp));
+  }
+  ~device_buffer() { cudaFree(p); }
+};
+
+std::map<std::int64_t, double>& copy_bw() {
+  static std::map<std::int64_t, double> m;
+  return m;
+}
+
+void bm_copy(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  device_buffer<std::uint8_t> a(bytes, 1, 200), b(bytes, 1, 200);
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    FUSEX_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, bench_stream()));
+  });
+  fusex_bench::report_bandwidth(state, 2.0 * double(bytes), secs, 0);
+  copy_bw()[bytes] = 2.0 * double(bytes) * double(state.iterations()) / secs;
+}
+double copy_for(std::int64_t bytes) { return copy_bw().count(bytes) ? copy_bw()[bytes] : 0; }
+
+enum which { softmax_k, layer_norm_k, rms_norm_k };
+
+template <class T, which W>
+void bm_rows(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), cols = state.range(1);
+  device_buffer<T> x(rows * cols), y(rows * cols), g(cols, 0.5f, 1.5f), b(cols, -0.5f, 0.5f);
+  auto xv = fusex::make_view(x.p, {rows, cols});
+  auto yv = fusex::make_view(y.p, {rows, cols});
+  auto gv = fusex::make_view(g.p, {cols});
+  auto bv = fusex::make_view(b.p, {cols});
+  double bytes = 2.0 * double(rows * cols * sizeof(T));
+  if (W != softmax_k) bytes += double(cols * sizeof(T)) * (W == layer_norm_k ? 2 : 1);
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    if constexpr (W == softmax_k) fusex::eval(yv, fusex::softmax(xv), bench_stream());
+    else if constexpr (W == layer_norm_k) fusex::eval(yv, fusex::layer_norm(xv, gv, bv), bench_stream());
+    else fusex::eval(yv, fusex::rms_norm(xv, gv), bench_stream());
+  });
+  fusex_bench::report_bandwidth(state, bytes, secs, copy_for(rows * cols * std::int64_t(sizeof(T))));
+}
+
+void bm_column_sum(benchmark::State& state) {
+  const std::int64_t rows = 4096, cols = 16384;
+  device_buffer<float> x(rows * cols), y(cols);
+  auto xv = fusex::make_view(x.p, {rows, cols});
+  auto yv = fusex::make_view(y.p, {cols});
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv, 0), bench_stream()); });
+  fusex_bench::report_bandwidth(state, double((rows * cols + cols) * 4), secs, copy_for(rows * cols * 4) / 2);
+}
+
+constexpr std::int64_t full_n = std::int64_t{1} << 28;
+
+void bm_full_sum_fusex(benchmark::State& state) {
+  device_buffer<float> x(full_n), y(1);
+  auto xv = fusex::make_view(x.p, {full_n});
+  auto yv = fusex::make_view(y.p, {});
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv), bench_stream()); });
+  // A reduction only reads: compare with half a copy's bytes/s (a copy reads and writes).
+  fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4) / 2);
+}
+
+void bm_full_sum_cub(benchmark::State& state) {
+  device_buffer<float> x(full_n), y(1);
+  std::size_t temp_bytes = 0;
+  FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, x.p, y.p, full_n, bench_stream()));
+  void* temp = nullptr;
+  FUSEX_CUDA_CHECK(cudaMalloc(&temp, temp_bytes));
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(temp, temp_bytes, x.p, y.p, full_n, bench_stream()));
+  });
+  fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4) / 2);
+  FUSEX_CUDA_CHECK(cudaFree(temp));
+}
+
+}  // namespace
+
+BENCHMARK(bm_copy)->Arg(16384LL * 4096 * 4)->Arg(16384LL * 4096 * 2)->Arg(65536LL * 128 * 4)->Arg(64LL * (1 << 20) * 4)
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, softmax_k>)->Args({16384, 4096})->Args({65536, 128})->Args({64, 1 << 20})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, softmax_k>)->Args({16384, 4096})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_column_sum)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_full_sum_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_full_sum_cub)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+FUSEX_BENCHMARK_MAIN();

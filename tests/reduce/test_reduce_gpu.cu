@@ -1,0 +1,410 @@
+// GPU suite for reductions: every reduction on the device against a double-precision reference
+// computed here with plain loops, over several axis sets (row kernel, generic thread and block
+// kernels), the composites (softmax, log_softmax, layer_norm, rms_norm) with epilogues, row
+// lengths from 1 to 2^20, empty and degenerate shapes, a full sum over more than 2^31 elements,
+// determinism, and the one-kernel guarantee by stream capture.
+#include <fusex/fusex.hpp>
+
+#include "fusex_catch.hpp"
+#include "gpu_util.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using fusex::bfloat16;
+using fusex::half;
+using namespace fusex_test;
+
+namespace {
+
+struct stream_guard {
+  cudaStream_t s{};
+  stream_guard() { FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~stream_guard() { cudaStreamDestroy(s); }
+};
+
+enum class kind { sum, prod, mean, max, min, argmax, argmin, any, all, l1, l2, linf, var, stddev, lse };
+
+// Reference reduction over the axes in `mask`, in double, plain loops; results in row-major order
+// of the kept dimensions.
+std::vector<double> reference(const std::vector<double>& x, const std::vector<std::int64_t>& shape, std::uint32_t mask,
+                              kind k, double correction = 1) {
+  const int r = static_cast<int>(shape.size());
+  std::vector<std::int64_t> stride(r, 1);
+  for (int d = r - 2; d >= 0; --d) stride[d] = stride[d + 1] * shape[d + 1];
+  std::int64_t K = 1, N = 1;
+  for (int d = 0; d < r; ++d) ((mask >> d) & 1 ? N : K) *= shape[d];
+  std::vector<double> out(static_cast<std::size_t>(K));
+  for (std::int64_t kk = 0; kk < K; ++kk) {
+    std::int64_t base = 0, rem = kk;
+    for (int d = r - 1; d >= 0; --d)
+      if (!((mask >> d) & 1)) {
+        base += (rem % shape[d]) * stride[d];
+        rem /= shape[d];
+      }
+    std::vector<double> v;
+    for (std::int64_t n = 0; n < N; ++n) {
+      std::int64_t off = base, rn = n;
+      for (int d = r - 1; d >= 0; --d)
+        if ((mask >> d) & 1) {
+          off += (rn % shape[d]) * stride[d];
+          rn /= shape[d];
+        }
+      v.push_back(x[static_cast<std::size_t>(off)]);
+    }
+    double a = 0;
+    switch (k) {
+      case kind::sum: for (double e : v) a += e; break;
+      case kind::prod: a = 1; for (double e : v) a *= e; break;
+      case kind::mean: for (double e : v) a += e; a /= double(v.size()); break;
+      case kind::max: a = -INFINITY; for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::max(a, e); break;
+      case kind::min: a = INFINITY; for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::min(a, e); break;
+      case kind::argmax: { std::size_t b = 0; for (std::size_t i = 1; i < v.size(); ++i) if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] > v[b])) b = i; a = double(b); break; }
+      case kind::argmin: { std::size_t b = 0; for (std::size_t i = 1; i < v.size(); ++i) if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] < v[b])) b = i; a = double(b); break; }
+      case kind::any: a = 0; for (double e : v) a = a || e != 0; break;
+      case kind::all: a = 1; for (double e : v) a = a && e != 0; break;
+      case kind::l1: for (double e : v) a += std::fabs(e); break;
+      case kind::l2: for (double e : v) a += e * e; a = std::sqrt(a); break;
+      case kind::linf: for (double e : v) a = std::max(a, std::fabs(e)); break;
+      case kind::var: case kind::stddev: {
+        double m = 0; for (double e : v) m += e; m /= double(v.size());
+        for (double e : v) a += (e - m) * (e - m);
+        a /= (double(v.size()) - correction);
+        if (k == kind::stddev) a = std::sqrt(a);
+        break;
+      }
+      case kind::lse: { double m = -INFINITY; for (double e : v) m = std::max(m, e); for (double e : v) a += std::exp(e - m); a = m + std::log(a); break; }
+    }
+    out[static_cast<std::size_t>(kk)] = a;
+  }
+  return out;
+}
+
+double identity(double v) { return v; }
+
+// `pre` maps each input value to what the reduction sees (the expression's elementwise part).
+template <class T, class MakeExpr>
+void check_reduction(const char* name, const std::vector<std::int64_t>& shape, std::uint32_t mask, MakeExpr make,
+                     kind k, double lo, double hi, double tol_scale = 1, double correction = 1,
+                     double (*pre)(double) = identity) {
+  fusex::shape_t s;
+  std::int64_t n = 1;
+  for (auto e : shape) {
+    s.push_back(e);
+    n *= e;
+  }
+  using R = typename decltype(make(fusex::make_view(static_cast<T*>(nullptr), fusex::shape_t{0})))::value_type;
+  const auto hx = random_values<T>(static_cast<std::size_t>(n), lo, hi, 4242u + static_cast<unsigned>(n));
+  std::vector<double> xd(hx.size());
+  for (std::size_t i = 0; i < hx.size(); ++i) xd[i] = pre(to_double(hx[i]));
+  auto ref = reference(xd, shape, mask, k, correction);
+  for (auto& v : ref) v = round_to<R>(v);
+  device_array<T> x(static_cast<std::size_t>(n));
+  device_array<R> y(ref.size());
+  x.upload(hx);
+  y.poison();
+  stream_guard sg;
+  const auto e = make(fusex::make_view(x.data(), s));
+  INFO("reduction " << name << " of " << fusex::dtype_name<T>() << " " << s.str() << " -> " << fusex::dtype_name<R>());
+  INFO(fusex::explain(fusex::make_view(y.data(), e.shape()), e));
+  fusex::eval(fusex::make_view(y.data(), e.shape()), e, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  double tol = fusex::is_floating_v<R> ? tolerance<R>() * tol_scale : 0;
+  if (fusex::is_floating_v<R> && !std::is_same_v<R, double>) tol = std::max(tol, 1e-5 * tol_scale);
+  const std::string err = compare(y.download(), ref, tol);
+  INFO(err);
+  CHECK(err.empty());
+}
+
+std::size_t count_kernel_nodes(cudaGraph_t g) {
+  std::size_t n = 0;
+  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n));
+  std::size_t kernels = 0;
+  for (auto node : nodes) {
+    cudaGraphNodeType t;
+    FUSEX_CUDA_CHECK(cudaGraphNodeGetType(node, &t));
+    kernels += t == cudaGraphNodeTypeKernel;
+  }
+  return kernels;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gpu: reductions over every axis set match a double reference", "[gpu][reduce]", float, half,
+                   bfloat16, double) {
+  using T = TestType;
+  const double ts = std::is_same_v<T, float> || std::is_same_v<T, double> ? 1 : 4;
+  // {rows, cols} shapes exercise: last axis (row kernel), axis 0 (thread kernel), all axes (block kernel).
+  for (std::vector<std::int64_t> shape : {std::vector<std::int64_t>{37, 129}, std::vector<std::int64_t>{5, 3, 1000}}) {
+    const int r = static_cast<int>(shape.size());
+    const std::uint32_t last = 1u << (r - 1), first = 1u, all = (1u << r) - 1;
+    for (std::uint32_t mask : {last, first, all, r == 3 ? 5u : 1u}) {
+      std::vector<int> av;
+      for (int d = 0; d < r; ++d)
+        if ((mask >> d) & 1) av.push_back(d);
+      const fusex::axes ax(av);
+      check_reduction<T>("sum", shape, mask, [&](auto x) { return fusex::sum(x, ax); }, kind::sum, -2, 2, ts * 4);
+      check_reduction<T>("mean", shape, mask, [&](auto x) { return fusex::mean(x * 2, ax); }, kind::mean, -1, 1, ts * 4, 1,
+                         [](double v) { return 2 * v; });
+      check_reduction<T>("amax", shape, mask, [&](auto x) { return fusex::amax(x, ax); }, kind::max, -5, 5, ts);
+      check_reduction<T>("amin", shape, mask, [&](auto x) { return fusex::amin(x, ax); }, kind::min, -5, 5, ts);
+      check_reduction<T>("norm l2", shape, mask, [&](auto x) { return fusex::norm(x, ax); }, kind::l2, -2, 2, ts * 4);
+      check_reduction<T>("norm l1", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::l1); }, kind::l1, -2, 2, ts * 4);
+      check_reduction<T>("norm max", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::max); }, kind::linf, -2, 2, ts);
+      check_reduction<T>("var", shape, mask, [&](auto x) { return fusex::var(x, ax); }, kind::var, -2, 2, ts * 8);
+      check_reduction<T>("stddev pop", shape, mask, [&](auto x) { return fusex::stddev(x, ax, 0.0); }, kind::stddev, -2, 2, ts * 8, 0.0);
+      check_reduction<T>("logsumexp", shape, mask, [&](auto x) { return fusex::logsumexp(x, ax); }, kind::lse, -3, 3, ts * 4);
+      check_reduction<T>("argmax", shape, mask, [&](auto x) { return fusex::argmax(x, ax); }, kind::argmax, -100, 100);
+      check_reduction<T>("argmin", shape, mask, [&](auto x) { return fusex::argmin(x, ax); }, kind::argmin, -100, 100);
+      check_reduction<T>("any", shape, mask, [&](auto x) { return fusex::any(x > 1.9f, ax); }, kind::any, -2, 2, 1, 1,
+                         [](double v) { return v > 1.9 ? 1.0 : 0.0; });
+      check_reduction<T>("all", shape, mask, [&](auto x) { return fusex::all(x > -1.99f, ax); }, kind::all, -2, 2, 1, 1,
+                         [](double v) { return v > -1.99 ? 1.0 : 0.0; });
+    }
+  }
+}
+
+TEST_CASE("gpu: integer sums accumulate in int64, products and small dtypes", "[gpu][reduce]") {
+  check_reduction<std::int8_t>("sum int8 -> int64", {300, 77}, 1u << 1, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -100, 100);
+  check_reduction<std::int32_t>("sum int32 axis 0", {3000, 77}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -100000, 100000);
+  check_reduction<std::uint8_t>("sum uint8 all", {1000, 333}, 3u, [](auto x) { return fusex::sum(x); }, kind::sum, 1, 255);
+  check_reduction<std::int64_t>("amax int64", {65, 4099}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1000000, 1000000);
+  check_reduction<float>("prod", {64, 30}, 2u, [](auto x) { return fusex::prod(x, -1); }, kind::prod, 0.8, 1.25, 4);
+  check_reduction<std::int32_t>("mean int -> float", {64, 100}, 2u, [](auto x) { return fusex::mean(x, -1); }, kind::mean, -1000, 1000);
+}
+
+TEST_CASE("gpu: row lengths from 1 to 2^20, [1, n] and [n, 1], empty", "[gpu][reduce]") {
+  for (std::int64_t cols : {1, 2, 3, 31, 32, 33, 127, 128, 1000, 4096, 16384, 65537, std::int64_t{1} << 20}) {
+    const std::int64_t rows = cols >= 65536 ? 4 : 33;
+    check_reduction<float>("sum row", {rows, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1, 16);
+    check_reduction<float>("amax row", {rows, cols}, 2u, [](auto x) { return fusex::amax(x, -1); }, kind::max, -1, 1);
+  }
+  check_reduction<float>("[1, n] all", {1, 100000}, 3u, [](auto x) { return fusex::sum(x); }, kind::sum, -1, 1, 16);
+  check_reduction<float>("[n, 1] axis 0", {100000, 1}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
+  check_reduction<float>("[n, 1] axis 1", {100000, 1}, 2u, [](auto x) { return fusex::sum(x, 1); }, kind::sum, -1, 1);
+  stream_guard sg;
+  device_array<float> x(8), y(8);
+  y.poison();
+  // sum over an empty axis is 0; amax over one has no identity.
+  fusex::eval(fusex::make_view(y.data(), {4}), fusex::sum(fusex::make_view(x.data(), {4, 0}), -1), sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  const auto hy = y.download();
+  for (int i = 0; i < 4; ++i) CHECK(hy[i] == 0.0f);
+  CHECK_THROWS_AS(fusex::amax(fusex::make_view(x.data(), {4, 0}), -1), fusex::shape_error);
+  CHECK_THROWS_AS(fusex::sum(fusex::make_view(x.data(), {4, 2}), 2), fusex::shape_error);
+  REQUIRE_NOTHROW(fusex::eval(fusex::make_view(y.data(), {0}), fusex::sum(fusex::make_view(x.data(), {0, 3}), -1), sg.s));
+}
+
+TEST_CASE("gpu: NaN propagates through max and argmax picks it", "[gpu][reduce]") {
+  const std::int64_t rows = 8, cols = 300;
+  auto hx = random_values<float>(rows * cols, -1, 1, 99);
+  hx[3 * cols + 17] = NAN;
+  hx[5 * cols + 250] = NAN;
+  device_array<float> x(rows * cols), m(rows);
+  device_array<std::int64_t> a(rows);
+  x.upload(hx);
+  stream_guard sg;
+  auto xv = fusex::make_view(x.data(), {rows, cols});
+  fusex::eval(fusex::make_view(m.data(), {rows}), fusex::amax(xv, -1), sg.s);
+  fusex::eval(fusex::make_view(a.data(), {rows}), fusex::argmax(xv, -1), sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  const auto hm = m.download();
+  const auto ha = a.download();
+  CHECK(std::isnan(hm[3]));
+  CHECK(std::isnan(hm[5]));
+  CHECK(!std::isnan(hm[0]));
+  CHECK(ha[3] == 17);
+  CHECK(ha[5] == 250);
+}
+
+namespace {
+// Composite check: y = f(x, residual, gamma, beta) over [rows, cols] against `ref` per row.
+template <class T, class Make, class Ref>
+void check_composite(const char* name, std::int64_t rows, std::int64_t cols, Make make, Ref ref, double tol) {
+  INFO(name << " [" << rows << ", " << cols << "] " << fusex::dtype_name<T>());
+  const auto hx = random_values<T>(rows * cols, -3, 3, 7);
+  const auto hr = random_values<T>(rows * cols, -1, 1, 8);
+  const auto hg = random_values<T>(cols, 0.5, 1.5, 9);
+  const auto hb = random_values<T>(cols, -0.5, 0.5, 10);
+  device_array<T> x(rows * cols), res(rows * cols), g(cols), b(cols), y(rows * cols);
+  x.upload(hx);
+  res.upload(hr);
+  g.upload(hg);
+  b.upload(hb);
+  y.poison();
+  stream_guard sg;
+  auto xv = fusex::make_view(x.data(), {rows, cols});
+  auto rv = fusex::make_view(res.data(), {rows, cols});
+  auto gv = fusex::make_view(g.data(), {cols});
+  auto bv = fusex::make_view(b.data(), {cols});
+  auto yv = fusex::make_view(y.data(), {rows, cols});
+  const auto e = make(xv, rv, gv, bv);
+  const std::string plan = fusex::explain(yv, e);
+  INFO(plan);
+  CHECK(plan.find("1 kernel (row reduction") != std::string::npos);
+  cudaGraph_t graph;
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
+  fusex::eval(yv, e, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &graph));
+  CHECK(count_kernel_nodes(graph) == 1);
+  cudaGraphExec_t ge;
+  FUSEX_CUDA_CHECK(cudaGraphInstantiate(&ge, graph, 0));
+  FUSEX_CUDA_CHECK(cudaGraphLaunch(ge, sg.s));
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  FUSEX_CUDA_CHECK(cudaGraphExecDestroy(ge));
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
+  const auto hy = y.download();
+  std::vector<double> expect(static_cast<std::size_t>(rows * cols));
+  std::vector<double> row(static_cast<std::size_t>(cols)), rr(static_cast<std::size_t>(cols)), gg(static_cast<std::size_t>(cols)),
+      bb(static_cast<std::size_t>(cols)), out(static_cast<std::size_t>(cols));
+  for (std::int64_t c = 0; c < cols; ++c) {
+    gg[c] = to_double(hg[c]);
+    bb[c] = to_double(hb[c]);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      row[c] = to_double(hx[r * cols + c]);
+      rr[c] = to_double(hr[r * cols + c]);
+    }
+    ref(row, rr, gg, bb, out);
+    for (std::int64_t c = 0; c < cols; ++c) expect[r * cols + c] = round_to<T>(out[c]);
+  }
+  const std::string err = compare(hy, expect, tol);
+  INFO(err);
+  CHECK(err.empty());
+}
+
+void ref_softmax(const std::vector<double>& x, std::vector<double>& out) {
+  double m = -INFINITY, z = 0;
+  for (double v : x) m = std::max(m, v);
+  for (double v : x) z += std::exp(v - m);
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::exp(x[i] - m) / z;
+}
+void ref_layer_norm(const std::vector<double>& x, std::vector<double>& out, double eps) {
+  double m = 0, v = 0;
+  for (double e : x) m += e;
+  m /= double(x.size());
+  for (double e : x) v += (e - m) * (e - m);
+  v /= double(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = (x[i] - m) / std::sqrt(v + eps);
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", "[gpu][reduce]", float,
+                   bfloat16) {
+  using T = TestType;
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 2e-2;
+  for (std::int64_t cols : {1, 7, 128, 1000, 4096, 16384}) {
+    const std::int64_t rows = 17;
+    check_composite<T>("softmax(x + residual) * gamma", rows, cols,
+                       [](auto x, auto r, auto g, auto) { return fusex::softmax(x + r) * g; },
+                       [](auto& x, auto& r, auto& g, auto&, auto& out) {
+                         std::vector<double> s(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
+                         ref_softmax(s, out);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] *= g[i];
+                       }, tol);
+    check_composite<T>("log_softmax(x + residual) + beta", rows, cols,
+                       [](auto x, auto r, auto, auto b) { return fusex::log_softmax(x + r) + b; },
+                       [](auto& x, auto& r, auto&, auto& b, auto& out) {
+                         std::vector<double> s(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
+                         ref_softmax(s, out);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::log(out[i]) + b[i];
+                       }, tol * 4);
+    check_composite<T>("layer_norm(x + residual) * gamma + beta", rows, cols,
+                       [](auto x, auto r, auto g, auto b) { return fusex::layer_norm(x + r, g, b); },
+                       [](auto& x, auto& r, auto& g, auto& b, auto& out) {
+                         std::vector<double> s(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
+                         ref_layer_norm(s, out, 1e-5);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = out[i] * g[i] + b[i];
+                       }, tol * 8);
+    check_composite<T>("rms_norm(x + residual) * gamma", rows, cols,
+                       [](auto x, auto r, auto g, auto) { return fusex::rms_norm(x + r, g); },
+                       [](auto& x, auto& r, auto& g, auto&, auto& out) {
+                         double ms = 0;
+                         for (std::size_t i = 0; i < x.size(); ++i) ms += (x[i] + r[i]) * (x[i] + r[i]);
+                         ms /= double(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = (x[i] + r[i]) / std::sqrt(ms + 1e-6) * g[i];
+                       }, tol * 4);
+  }
+}
+
+TEST_CASE("gpu: softmax written out by hand, cast epilogue, non-contiguous rows", "[gpu][reduce]") {
+  const std::int64_t rows = 40, cols = 1000;
+  const auto hx = random_values<float>(rows * 2 * cols, -4, 4, 31);
+  device_array<float> x(rows * 2 * cols);
+  device_array<bfloat16> y(rows * cols);
+  x.upload(hx);
+  y.poison();
+  stream_guard sg;
+  // Every other row of a [2*rows, cols] tensor: rows with a stride of 2*cols.
+  auto xs = fusex::make_view(x.data(), {rows, cols}, {2 * cols, 1});
+  auto e = fusex::cast<bfloat16>(fusex::exp(xs - fusex::max(xs, -1, fusex::keepdim)) /
+                                  fusex::sum(fusex::exp(xs - fusex::max(xs, -1, fusex::keepdim)), -1, fusex::keepdim));
+  auto yv = fusex::make_view(y.data(), {rows, cols});
+  INFO(fusex::explain(yv, e));
+  CHECK(fusex::explain(yv, e).find("1 kernel") != std::string::npos);
+  fusex::eval(yv, e, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  const auto hy = y.download();
+  std::vector<double> expect(rows * cols), row(cols), out(cols);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) row[c] = hx[r * 2 * cols + c];
+    ref_softmax(row, out);
+    for (std::int64_t c = 0; c < cols; ++c) expect[r * cols + c] = round_to<bfloat16>(out[c]);
+  }
+  const std::string err = compare(hy, expect, 1.6e-2);
+  INFO(err);
+  CHECK(err.empty());
+}
+
+TEST_CASE("gpu: reductions are deterministic (bit-identical runs)", "[gpu][reduce]") {
+  const std::int64_t rows = 512, cols = 4096;
+  device_array<float> x(rows * cols), a(rows * cols), b(rows * cols), s1(cols), s2(cols), t1(1), t2(1);
+  x.upload(random_values<float>(rows * cols, -3, 3, 55));
+  stream_guard sg;
+  auto xv = fusex::make_view(x.data(), {rows, cols});
+  fusex::eval(fusex::make_view(a.data(), {rows, cols}), fusex::softmax(xv), sg.s);
+  fusex::eval(fusex::make_view(b.data(), {rows, cols}), fusex::softmax(xv), sg.s);
+  fusex::eval(fusex::make_view(s1.data(), {cols}), fusex::sum(xv, 0), sg.s);
+  fusex::eval(fusex::make_view(s2.data(), {cols}), fusex::sum(xv, 0), sg.s);
+  fusex::eval(fusex::make_view(t1.data(), {}), fusex::sum(xv * xv), sg.s);
+  fusex::eval(fusex::make_view(t2.data(), {}), fusex::sum(xv * xv), sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  const auto ha = a.download(), hb = b.download(), hs1 = s1.download(), hs2 = s2.download(), ht1 = t1.download(), ht2 = t2.download();
+  CHECK(std::memcmp(ha.data(), hb.data(), ha.size() * 4) == 0);
+  CHECK(std::memcmp(hs1.data(), hs2.data(), hs1.size() * 4) == 0);
+  CHECK(std::memcmp(ht1.data(), ht2.data(), 4) == 0);
+}
+
+namespace {
+__global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    p[i] = static_cast<std::uint8_t>(i % 251 + 1);
+}
+}  // namespace
+
+TEST_CASE("gpu: a full sum over more than 2^31 elements", "[gpu][reduce][large]") {
+  const std::size_t n = (std::size_t{1} << 31) + 4099;
+  device_array<std::uint8_t> x(n);
+  device_array<std::int64_t> s(1);
+  fill_pattern<<<1024, 256>>>(x.data(), n);
+  FUSEX_CUDA_CHECK(cudaGetLastError());
+  FUSEX_CUDA_CHECK(cudaDeviceSynchronize());
+  stream_guard sg;
+  fusex::eval(fusex::make_view(s.data(), {}), fusex::sum(fusex::make_view(x.data(), {static_cast<std::int64_t>(n)})), sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  std::int64_t expect = 0;
+  const std::size_t cycles = n / 251;
+  expect += static_cast<std::int64_t>(cycles) * (251 * 252 / 2);
+  for (std::size_t i = cycles * 251; i < n; ++i) expect += static_cast<std::int64_t>(i % 251 + 1);
+  CHECK(s.download()[0] == expect);
+}
