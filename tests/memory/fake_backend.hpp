@@ -68,6 +68,13 @@ struct fake_world {
     auto it = k.find(a);
     return it != k.end() && it->second >= p;
   }
+  /// The user orders `b` after all work enqueued on `a` so far (cudaStreamWaitEvent of their own).
+  void user_wait(cudaStream_t b, cudaStream_t a) {
+    std::lock_guard<std::mutex> l(m);
+    auto& known = streams[b].known;
+    for (const auto& kv : streams[a].known) known[kv.first] = std::max(known[kv.first], kv.second);
+    known[a] = std::max(known[a], streams[a].pos);
+  }
   void set_capturing(cudaStream_t s, bool on, unsigned long long id) {
     std::lock_guard<std::mutex> l(m);
     streams[s].capturing = on;

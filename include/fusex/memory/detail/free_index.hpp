@@ -12,6 +12,19 @@
 
 namespace fusex::detail {
 
+/// TLSF bin of a size (>= arena_granule): eight bins per power of two.
+inline int tlsf_bin(std::size_t size) noexcept {
+  const int f = floor_log2(size);
+  const int s = static_cast<int>((size >> (f - 3)) & 7u);
+  return (f - arena_granule_log2) * 8 + s;
+}
+/// Smallest size of a TLSF bin.
+inline std::size_t tlsf_lower_bound(int bin) noexcept {
+  const int f = bin / 8 + arena_granule_log2;
+  const std::size_t s = static_cast<std::size_t>(bin % 8);
+  return (8 + s) << (f - 3);
+}
+
 template <class Block>
 class free_index {
  public:
@@ -113,16 +126,8 @@ class free_index {
     const std::uintptr_t start = (b->addr + alignment - 1) & ~(static_cast<std::uintptr_t>(alignment) - 1);
     return start + bytes <= b->addr + b->size;
   }
-  static int bin_of(std::size_t size) noexcept {
-    const int f = floor_log2(size);
-    const int s = static_cast<int>((size >> (f - sl_log2)) & (sl_count - 1));
-    return (f - arena_granule_log2) * sl_count + s;
-  }
-  static std::size_t lower_bound(int bin) noexcept {
-    const int f = bin / sl_count + arena_granule_log2;
-    const std::size_t s = static_cast<std::size_t>(bin % sl_count);
-    return (sl_count + s) << (f - sl_log2);
-  }
+  static int bin_of(std::size_t size) noexcept { return tlsf_bin(size); }
+  static std::size_t lower_bound(int bin) noexcept { return tlsf_lower_bound(bin); }
 
  private:
   std::array<Block*, bin_count> heads_;
