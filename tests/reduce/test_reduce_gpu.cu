@@ -180,7 +180,7 @@ TEST_CASE("gpu: integer sums accumulate in int64, products and small dtypes", "[
 }
 
 TEST_CASE("gpu: row lengths from 1 to 2^20, [1, n] and [n, 1], empty", "[gpu][reduce]") {
-  for (std::int64_t cols : {1, 2, 3, 31, 32, 33, 127, 128, 1000, 4096, 16384, 65537, std::int64_t{1} << 20}) {
+  for (std::int64_t cols : std::vector<std::int64_t>{1, 2, 3, 31, 32, 33, 127, 128, 1000, 4096, 16384, 65537, std::int64_t{1} << 20}) {
     const std::int64_t rows = cols >= 65536 ? 4 : 33;
     check_reduction<float>("sum row", {rows, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1, 16);
     check_reduction<float>("amax row", {rows, cols}, 2u, [](auto x) { return fusex::amax(x, -1); }, kind::max, -1, 1);

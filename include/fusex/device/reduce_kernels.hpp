@@ -99,7 +99,7 @@ __device__ FUSEX_FORCEINLINE void row_pass(const Reduce& r, const row_params<Ind
   Acc acc = r.op.template identity<T>();
   if (active) {
     for (Index j = static_cast<Index>(lane); j < p.cols / W; j += static_cast<Index>(p.tpr)) {
-      coord<Index> c;
+      coord<Index, 2> c;
       c.rank = 2;
       c.c[0] = row;
       c.c[1] = j * W;
@@ -122,7 +122,7 @@ __device__ FUSEX_FORCEINLINE void row_pass(const Reduce& r, const row_params<Ind
 template <int W, class Index, class Out, class Expr>
 __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const Out& out, const Expr& expr, Index row,
                                                int lane, row_context ctx) {
-  coord<Index> c;
+  coord<Index, 2> c;
   c.rank = 2;
   c.c[0] = row;
   if (p.full) {

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace fusex {
@@ -32,6 +33,7 @@ class axes {
  public:
   axes(std::initializer_list<int> a) : list_(a.begin(), a.end()) {}
   axes(int a) : list_{a} {}  // NOLINT: one axis converts implicitly
+  explicit axes(std::vector<int> a) : list_(std::move(a)) {}
   const std::vector<int>& list() const { return list_; }
 
  private:

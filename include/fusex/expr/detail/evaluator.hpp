@@ -32,19 +32,23 @@ struct alignas(sizeof(T) * V) aligned_vec {
   T v[V];
 };
 
-/// Coordinates of one work item in the kernel's index space (rank <= max_rank).
-template <class Index>
+/// Coordinates of one work item in the kernel's index space. R is the number of dimensions the
+/// code handles: R == max_rank means any rank up to it (the run-time `rank`); a smaller R means
+/// exactly R dimensions, so offsets are R multiply-adds with no per-dimension test.
+template <class Index, int R = max_rank>
 struct coord {
-  Index c[max_rank];
+  Index c[R];
   int rank;
 
   FUSEX_HD FUSEX_FORCEINLINE Index offset(const Index* stride) const {
     Index off = 0;
 FUSEX_UNROLL
-    for (int d = 0; d < max_rank; ++d)
-      if (d < rank) off += c[d] * stride[d];
+    for (int d = 0; d < R; ++d)
+      if (R < max_rank || d < rank) off += c[d] * stride[d];
     return off;
   }
+  /// The innermost dimension.
+  FUSEX_HD FUSEX_FORCEINLINE int last() const { return R < max_rank ? R - 1 : rank - 1; }
 };
 
 template <class T, class Index>
@@ -57,13 +61,13 @@ struct leaf_eval {
   template <class F>
   FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
 
-  template <int V, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>& c, const Ctx&) const {
+  template <int V, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx&) const {
     const Index off = c.offset(stride);
     vec<compute_type, V> r;
     if constexpr (V == 1) {
       r.v[0] = convert<compute_type>(p[off]);
-    } else if (stride[c.rank - 1] == 0) {  // broadcast along the vectorised dimension
+    } else if (stride[c.last()] == 0) {  // broadcast along the vectorised dimension
       const compute_type x = convert<compute_type>(p[off]);
 FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = x;
@@ -85,8 +89,8 @@ struct scalar_eval {
   template <class F>
   FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
 
-  template <int V, class Index, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>&, const Ctx&) const {
+  template <int V, class Index, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx&) const {
     vec<compute_type, V> r;
 FUSEX_UNROLL
     for (int l = 0; l < V; ++l) r.v[l] = value;
@@ -101,8 +105,8 @@ struct map_eval {
   Op op;
   cuda::std::tuple<Children...> children;
 
-  template <int V, class Index, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>& c, const Ctx& ctx) const {
+  template <int V, class Index, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     return apply<V>(c, ctx, std::index_sequence_for<Children...>{});
   }
   /// Calls f(node) for every reduction evaluator below this node, children before parents.
@@ -123,8 +127,8 @@ struct map_eval {
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable
 #endif
-  template <int V, class Index, class Ctx, std::size_t... I>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> apply(const coord<Index>& c, const Ctx& ctx, std::index_sequence<I...>) const {
+  template <int V, class Index, int R, class Ctx, std::size_t... I>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> apply(const coord<Index, R>& c, const Ctx& ctx, std::index_sequence<I...>) const {
     const cuda::std::tuple<decltype(cuda::std::get<I>(children).template load<V>(c, ctx))...> in{
         cuda::std::get<I>(children).template load<V>(c, ctx)...};
     vec<compute_type, V> r;
@@ -162,8 +166,8 @@ struct reduce_eval {
   Child child;
   int slot;
 
-  template <int V, class Index, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index>&, const Ctx& ctx) const {
+  template <int V, class Index, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx& ctx) const {
     static_assert(std::is_same_v<Ctx, row_context>, "fusex: internal: a reduction evaluated outside a row kernel");
     const compute_type x = ctx.template get<compute_type>(slot);
     vec<compute_type, V> r;
@@ -185,8 +189,8 @@ struct out_eval {
   T* p;
   Index stride[max_rank];
 
-  template <int V, class C>
-  FUSEX_HD FUSEX_FORCEINLINE void store(const coord<Index>& c, const vec<C, V>& x) const {
+  template <int V, int R, class C>
+  FUSEX_HD FUSEX_FORCEINLINE void store(const coord<Index, R>& c, const vec<C, V>& x) const {
     const Index off = c.offset(stride);
     if constexpr (V == 1) {
       p[off] = convert<T>(x.v[0]);

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Prints Markdown tables from Google Benchmark JSON files (bench/results/*.json by default), one
+table per file, with the GPU, date and commit each run recorded. docs/performance.md embeds them."""
+import glob
+import json
+import os
+import sys
+
+
+def table(path):
+    with open(path) as f:
+        data = json.load(f)
+    ctx = data.get("context", {})
+    out = [f"#### `{os.path.basename(path)}`", "",
+           f"GPU: {ctx.get('gpu', '?')}; date: {ctx.get('date', '?')}; commit: {ctx.get('commit', '?')}", "",
+           "| benchmark | time (us) | GB/s | ratio to copy | host us/call |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    for b in data.get("benchmarks", []):
+        if b.get("run_type") == "aggregate":
+            continue
+        t = b.get("real_time", 0)
+        unit = b.get("time_unit", "us")
+        scale = {"ns": 1e-3, "us": 1, "ms": 1e3, "s": 1e6}[unit]
+        gbps = b.get("GBps")
+        ratio = b.get("copy_ratio")
+        host = b.get("host_us_per_call")
+        out.append("| {} | {:.2f} | {} | {} | {} |".format(
+            b["name"], t * scale,
+            f"{gbps:.0f}" if gbps is not None else "",
+            f"{ratio:.3f}" if ratio is not None else "",
+            f"{host:.3f}" if host is not None else ""))
+    return "\n".join(out) + "\n"
+
+
+def main():
+    files = sys.argv[1:] or sorted(glob.glob(os.path.join(os.path.dirname(__file__), "results", "*.json")))
+    print("\n".join(table(p) for p in files))
+
+
+if __name__ == "__main__":
+    main()
