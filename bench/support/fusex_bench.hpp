@@ -4,10 +4,12 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 #include <fusex/error.hpp>
+#include <fusex/memory/resource.hpp>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace fusex_bench {
 
@@ -63,11 +65,25 @@ inline bool report_device() {
 
 }  // namespace fusex_bench
 
+namespace fusex_bench {
+/// FUSEX_BENCH_DEFAULT_RESOURCE=async makes cudaMallocAsync the default resource (to measure what
+/// the arena changes).
+inline void apply_resource_override() {
+  static fusex::cuda_async_resource async_resource;
+  const char* r = std::getenv("FUSEX_BENCH_DEFAULT_RESOURCE");
+  if (r != nullptr && std::string(r) == "async") {
+    fusex::set_default_resource(async_resource);
+    benchmark::AddCustomContext("default_resource", "cudaMallocAsync");
+  }
+}
+}  // namespace fusex_bench
+
 /// main() for a fusex benchmark program.
 #define FUSEX_BENCHMARK_MAIN()                                   \
   int main(int argc, char** argv) {                              \
     benchmark::Initialize(&argc, argv);                          \
     if (!fusex_bench::report_device()) return 0;                 \
+    fusex_bench::apply_resource_override();                      \
     benchmark::RunSpecifiedBenchmarks();                         \
     benchmark::Shutdown();                                       \
     return 0;                                                    \

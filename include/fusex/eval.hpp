@@ -92,16 +92,6 @@ struct prepared_evaluation {
   elementwise_layout layout;
 };
 
-template <class T>
-operand_layout describe_operand(const view<T>& v) {
-  operand_layout o;
-  o.data = v.data();
-  o.elem_size = static_cast<int>(sizeof(T));
-  o.dtype = dtype_name<std::remove_const_t<T>>();
-  o.shape = v.shape();
-  o.strides = v.strides();
-  return o;
-}
 
 template <class... T, class... E>
 auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
@@ -133,12 +123,6 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
   return pe;
 }
 
-template <class Index, class T>
-out_eval<T, Index> make_out_evaluator(const view<T>& v, const operand_layout& o) {
-  out_eval<T, Index> e{v.data(), {}};
-  for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(o.s[d]);
-  return e;
-}
 
 template <class Index, class PE, class... T, class... E, std::size_t... I>
 auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, const E&... exprs) {
@@ -149,8 +133,6 @@ auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::ind
       make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), make_evaluator(exprs, src)}...};
 }
 
-template <class... T, class... E>
-void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs);
 }  // namespace detail
 }  // namespace fusex
 

@@ -10,6 +10,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(FUSEX_TEST_NEEDS_GPU)
+#include <fusex/memory/resource.hpp>
+#endif
 
 int main(int argc, char* argv[]) {
 #if defined(FUSEX_TEST_NEEDS_GPU)
@@ -20,6 +26,14 @@ int main(int argc, char* argv[]) {
                 "GPU tests need an NVIDIA GPU.\n",
                 err != cudaSuccess ? cudaGetErrorString(err) : "ok", count);
     return 77;
+  }
+  // Diagnostics: FUSEX_TEST_DEFAULT_RESOURCE=async runs a suite with cudaMallocAsync as the default
+  // resource instead of the arena, to tell an allocator problem from a kernel problem.
+  static fusex::cuda_async_resource async_resource;
+  const char* r = std::getenv("FUSEX_TEST_DEFAULT_RESOURCE");
+  if (r != nullptr && std::strcmp(r, "async") == 0) {
+    fusex::set_default_resource(async_resource);
+    std::printf("default resource: cudaMallocAsync (FUSEX_TEST_DEFAULT_RESOURCE=async)\n");
   }
 #endif
   return Catch::Session().run(argc, argv);

@@ -17,9 +17,14 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fusex::detail {
+
+// Defined in <fusex/eval.hpp>: the host backend's elementwise loop.
+template <class... T, class... E>
+void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs);
 
 // --- walking the host tree -----------------------------------------------------------------------
 template <class T>
@@ -147,10 +152,12 @@ leaf_node<typename reduce_node<Op, C>::value_type> host_reducer::operator()(cons
   using R = typename reduce_node<Op, C>::value_type;
   const shape_t s = n.child.shape();
   const reduce_split sp = split_dims(s, n.mask);
-  // The operand, evaluated densely.
-  storage.emplace_back(static_cast<std::size_t>(numel(s)) * sizeof(T) + 1);
-  T* in = reinterpret_cast<T*>(storage.back().data());
-  eval_host(std::make_tuple(view<T>(in, s)), n.child);
+  // The operand, evaluated densely in its compute type (float for float16/bfloat16), as the
+  // device kernels see it: not rounded to T on the way.
+  using CT = compute_t<T>;
+  storage.emplace_back(static_cast<std::size_t>(numel(s)) * sizeof(CT) + 1);
+  CT* in = reinterpret_cast<CT*>(storage.back().data());
+  eval_host(std::make_tuple(view<CT>(in, s)), n.child);
   storage.emplace_back(static_cast<std::size_t>(sp.k_count) * sizeof(R) + 1);
   R* out = reinterpret_cast<R*>(storage.back().data());
   const strides_t st = contiguous_strides(s);
@@ -169,7 +176,7 @@ leaf_node<typename reduce_node<Op, C>::value_type> host_reducer::operator()(cons
         off += (r % s[d]) * st[d];
         r /= s[d];
       }
-      acc = n.op.template combine<T>(acc, n.op.template lift<T>(convert<compute_t<T>>(in[off]), i));
+      acc = n.op.template combine<T>(acc, n.op.template lift<T>(in[off], i));
     }
     out[k] = convert<R>(n.op.template finish<T>(acc, sp.n_count));
   }

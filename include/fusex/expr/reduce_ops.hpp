@@ -234,6 +234,9 @@ struct variance {
     using C = detail::float_acc<float_of_t<T>>;
     const C denom = a.count - static_cast<C>(correction);
     C v = denom > C(0) ? a.m2 / denom : cuda::std::numeric_limits<C>::quiet_NaN();  // too few elements
+    // An infinite or NaN element leaves the mean non-finite: the variance is NaN (as torch.var),
+    // whatever the order in which partial results were combined.
+    if (fusex::detail::math::isnan(a.mean - a.mean)) v = cuda::std::numeric_limits<C>::quiet_NaN();
     if constexpr (Kind == 1) v = fusex::detail::math::sqrt(v);
     return static_cast<compute_t<result<T>>>(v);
   }
@@ -266,7 +269,10 @@ struct logsumexp {
     if (fusex::detail::math::isnan(a.max) || fusex::detail::math::isnan(b.max)) return {a.max + b.max, C(1)};
     const C m = a.max > b.max ? a.max : b.max;
     if (m == -cuda::std::numeric_limits<C>::infinity()) return {m, a.sum + b.sum};
-    return {m, a.sum * fusex::detail::math::exp(a.max - m) + b.sum * fusex::detail::math::exp(b.max - m)};
+    // The side holding the maximum scales by 1 (exp(inf - inf) would be NaN when the maximum is +inf).
+    const C ea = a.max == m ? C(1) : fusex::detail::math::exp(a.max - m);
+    const C eb = b.max == m ? C(1) : fusex::detail::math::exp(b.max - m);
+    return {m, a.sum * ea + b.sum * eb};
   }
   template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
     return static_cast<compute_t<result<T>>>(a.max + fusex::detail::math::log(a.sum));

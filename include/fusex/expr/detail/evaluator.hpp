@@ -6,6 +6,7 @@
 
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
+#include <fusex/core/view.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/reduce.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
@@ -202,6 +203,26 @@ FUSEX_UNROLL
     }
   }
 };
+
+/// The planner's description of a view.
+template <class T>
+operand_layout describe_operand(const view<T>& v) {
+  operand_layout o;
+  o.data = v.data();
+  o.elem_size = static_cast<int>(sizeof(T));
+  o.dtype = dtype_name<std::remove_const_t<T>>();
+  o.shape = v.shape();
+  o.strides = v.strides();
+  return o;
+}
+
+/// A destination evaluator with the planned strides.
+template <class Index, class T>
+out_eval<T, Index> make_out_evaluator(const view<T>& v, const operand_layout& o) {
+  out_eval<T, Index> e{v.data(), {}};
+  for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(o.s[d]);
+  return e;
+}
 
 // --- building evaluators from nodes ---------------------------------------------------------------
 template <class Node, class Index>
