@@ -632,3 +632,38 @@ TEST_CASE("gpu graph: programmatic dependent launch on and off give bit-identica
   if (compute_capability_major() >= 9) CHECK(edges_on >= 1);
 #endif
 }
+
+TEST_CASE("gpu graph: PDL kernels after copy and memset nodes in a capture", "[gpu][graph][pdl]") {
+  const std::int64_t rows = 16, cols = 784, n = rows * cols;
+  problem p(rows, cols, 121);
+  device_array<float> staged(n), t(n);
+  const auto tv = fusex::make_view(t.data(), {rows, cols});
+  stream_guard s;
+  const bool was = fusex::programmatic_dependent_launch();
+  fusex::set_programmatic_dependent_launch(true);
+  fusex::graph_exec g;
+  {
+    fusex::graph_capture cap(s, no_pool());
+    // A copy node (new input), then kernels launched with the PDL attribute, then a memset node and
+    // another kernel: the kernels must wait for the copy and the memset as for any dependency.
+    fusex::copy_input(p.xv(), fusex::make_view(static_cast<const float*>(staged.data()), {rows, cols}), s);
+    eval_relu2(tv, p.xv(), p.bv(), s);
+    FUSEX_CUDA_CHECK(cudaMemsetAsync(p.y.data(), 0, n * sizeof(float), s));
+    eval_affine(p.yv(), tv, 0.5f, p.yv(), s);  // y = t * 0.5 + 0
+    g = cap.finish();
+  }
+  fusex::set_programmatic_dependent_launch(was);
+  CHECK(g.kernel_node_count() == 2);
+  for (unsigned round = 0; round < 3; ++round) {
+    const auto hs = random_values<float>(n, -4, 4, 130 + round);
+    staged.upload(hs);
+    p.y.poison();
+    g.launch(s);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+    const auto hy = p.y.download();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      REQUIRE(hy[k] == affine_ref(relu2_ref(hs[k], p.hb[k % static_cast<std::size_t>(cols)]), 0.5f, 0.0f));
+    }
+  }
+}

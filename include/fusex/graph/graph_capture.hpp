@@ -59,7 +59,8 @@ class graph_capture {
   /// Begins capturing `stream` (a stream the caller created; never a default stream). Throws
   /// fusex::capture_error: rule default_stream for a default stream, nested_capture when the
   /// stream is already being captured (by a guard, as a side stream of a capture, or by anyone
-  /// else). When options.memory is set, its pool is made before the capture begins.
+  /// else). The capture's graph-private pool(s) (options.memory; by default one of the current
+  /// device's default arena) are reserved before the capture begins.
   explicit graph_capture(cudaStream_t stream, capture_options options = capture_options())
       : stream_(stream), opts_(std::move(options)), thread_(std::this_thread::get_id()) {
     if (detail::is_default_stream(stream)) {
@@ -70,27 +71,27 @@ class graph_capture {
     }
     refuse_if_in_capture(stream, "graph_capture");
     FUSEX_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    bool begun = false;
     try {
-      memory_ = opts_.memory.begin(stream, opts_.pool);
+      memory_ = opts_.memory.begin(stream, opts_.pool);  // before the capture: pools reserve memory
       const cudaError_t err = cudaStreamBeginCapture(stream, detail::to_cuda(opts_.mode));
       if (err != cudaSuccess) {
         (void)cudaGetLastError();
         refuse_if_in_capture(stream, "graph_capture");  // lost a race with another capture
         throw cuda_error(err, "cudaStreamBeginCapture(stream, mode)", __FILE__, __LINE__);
       }
+      begun = true;
       cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-      const cudaError_t qerr = cudaStreamGetCaptureInfo(stream, &st, &id_);
-      if (qerr != cudaSuccess) {
-        (void)cudaGetLastError();
+      FUSEX_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &st, &id_));
+      detail::capture_registry::instance().add(detail::capture_entry{this, stream, id_, thread_, opts_.mode});
+      active_ = true;
+    } catch (...) {
+      if (begun) {
         cudaGraph_t g = nullptr;
         (void)cudaStreamEndCapture(stream, &g);
         if (g != nullptr) (void)cudaGraphDestroy(g);
         (void)cudaGetLastError();
-        throw cuda_error(qerr, "cudaStreamGetCaptureInfo(stream, &status, &id)", __FILE__, __LINE__);
       }
-      detail::capture_registry::instance().add(detail::capture_entry{this, stream, id_, thread_, opts_.mode});
-      active_ = true;
-    } catch (...) {
       end_memory_noexcept();
       memory_.reset();
       (void)cudaEventDestroy(event_);
