@@ -377,6 +377,26 @@ TEST_CASE("a destination overlapping an input other than element for element is 
   }
 }
 
+TEST_CASE("a destination sharing a buffer with an input, but no element, does not race and is accepted",
+          "[eval][overlap]") {
+  // Column 0 of an [8, 2] matrix from column 1 (e.g. the real and imaginary parts of complex data),
+  // and the even elements of a vector from the odd ones: the address ranges interleave, but no
+  // element is both written and read, so nothing can race.
+  host_array<float> buf(16);
+  for (std::size_t i = 0; i < 16; ++i) buf[i] = static_cast<float>(i);
+  const auto mat = buf.view({8, 2});
+  bool evaluated = false;
+  CHECK_NOTHROW((fusex::host::eval(mat.slice(1, 0, 1), mat.slice(1, 1, 2) * 2), evaluated = true));
+  if (evaluated) {
+    check_values<float>("column 0 = column 1 * 2", buf, 16, [](std::size_t i) {
+      return i % 2 == 0 ? 2.0 * static_cast<double>(i + 1) : static_cast<double>(i);
+    });
+  }
+  const auto all = buf.view({16});
+  CHECK_NOTHROW(fusex::host::eval(all.slice(0, 0, 16, 2), all.slice(0, 1, 16, 2) + 1));
+  CHECK_NOTHROW(fusex::host::eval(fusex::tie(all.slice(0, 0, 16, 2), all.slice(0, 1, 16, 2)), 1.0f, 2.0f));
+}
+
 TEST_CASE("a destination whose elements share memory is rejected", "[eval][overlap][errors]") {
   host_array<float> buf(16);
   poison(buf);
