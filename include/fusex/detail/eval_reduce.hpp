@@ -193,22 +193,25 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
   using Acc = typename Op::template acc<T>;
   static_assert(sizeof(Acc) <= 32, "fusex: internal: accumulator larger than the scratch slot");
   const device_properties& dev = current_device_info();
-  leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
+  // Leaf strides in coordinate-position order: kept dimensions first, then reduced ones.
+  auto reordered = ops;
+  for (auto& o : reordered) {
+    std::int64_t t[max_rank] = {};
+    for (int j = 0; j < sp.nk; ++j) t[j] = o.s[sp.kdim[j]];
+    for (int j = 0; j < sp.nr; ++j) t[sp.nk + j] = o.s[sp.rdim[j]];
+    for (int d = 0; d < max_rank; ++d) o.s[d] = t[d];
+  }
+  leaf_strides_source<Index> src{reordered.data() + 1, 0, 0};
   const auto child = make_evaluator(n.child, src);
   reduce_params<Index> p{};
   p.k_count = static_cast<Index>(sp.k_count);
   p.n_count = static_cast<Index>(sp.n_count);
-  p.rank = s.rank();
   p.nk = sp.nk;
   p.nr = sp.nr;
-  for (int j = 0; j < sp.nk; ++j) {
-    p.kdim[j] = sp.kdim[j];
-    p.kdiv[j] = fast_divmod<Index>(static_cast<Index>(s[sp.kdim[j]]));
-  }
-  for (int j = 0; j < sp.nr; ++j) {
-    p.rdim[j] = sp.rdim[j];
-    p.rdiv[j] = fast_divmod<Index>(static_cast<Index>(s[sp.rdim[j]]));
-  }
+  // (An empty reduced dimension is never decoded; divide by 1 rather than 0.)
+  auto divisor = [](std::int64_t e) { return fast_divmod<Index>(static_cast<Index>(e > 0 ? e : 1)); };
+  for (int j = 0; j < sp.nk; ++j) p.div[j] = divisor(s[sp.kdim[j]]);
+  for (int j = 0; j < sp.nr; ++j) p.div[sp.nk + j] = divisor(s[sp.rdim[j]]);
   const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
   const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
   std::int64_t splits = 1;

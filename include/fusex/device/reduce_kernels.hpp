@@ -29,27 +29,28 @@ struct row_params {
   bool full;           // epilogue over whole rows (else one value per row)
 };
 
-/// Parameters of the generic reduction kernels: the operand's index space split into kept and
-/// reduced dimensions.
+/// Parameters of the generic reduction kernels. The operand's dimensions are reordered on the host
+/// so that coordinate positions [0, nk) are the kept dimensions and [nk, nk + nr) the reduced
+/// ones (each group in its original order): decoding then writes only compile-time positions, and
+/// the coordinates stay in registers.
 template <class Index>
 struct reduce_params {
   Index k_count;   // outputs
   Index n_count;   // reduced elements per output
   Index splits;    // partial accumulators per output
-  int rank;        // operand rank
   int nk, nr;      // kept and reduced dimension counts
-  int kdim[max_rank], rdim[max_rank];
-  fast_divmod<Index> kdiv[max_rank], rdiv[max_rank];
+  fast_divmod<Index> div[max_rank];  // extent of each coordinate position
 };
 
+/// Writes the row-major decomposition of `i` over positions [lo, hi) into c.
 template <class Index>
-FUSEX_HD FUSEX_FORCEINLINE void decode(Index i, int n, const int* dims, const fast_divmod<Index>* div, coord<Index>& c) {
+FUSEX_HD FUSEX_FORCEINLINE void decode(Index i, int lo, int hi, const fast_divmod<Index>* div, coord<Index>& c) {
   FUSEX_UNROLL
-  for (int j = max_rank - 1; j >= 0; --j) {
-    if (j < n) {
+  for (int d = max_rank - 1; d >= 0; --d) {
+    if (d >= lo && d < hi) {
       Index q, r;
-      div[j].divmod(i, q, r);
-      c.c[dims[j]] = r;
+      div[d].divmod(i, q, r);
+      c.c[d] = r;
       i = q;
     }
   }
@@ -179,13 +180,13 @@ __global__ void __launch_bounds__(256) reduce_thread_kernel(const reduce_params<
        t += static_cast<Index>(gridDim.x) * blockDim.x) {
     const Index k = t % p.k_count, s = t / p.k_count;
     coord<Index> c;
-    c.rank = p.rank;
+    c.rank = p.nk + p.nr;
     FUSEX_UNROLL
     for (int d = 0; d < max_rank; ++d) c.c[d] = 0;
-    decode(k, p.nk, p.kdim, p.kdiv, c);
+    decode(k, 0, p.nk, p.div, c);
     Acc acc = op.template identity<T>();
     for (Index n = s; n < p.n_count; n += p.splits) {
-      decode(n, p.nr, p.rdim, p.rdiv, c);
+      decode(n, p.nk, p.nk + p.nr, p.div, c);
       acc = op.template combine<T>(acc, op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
     }
     if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(acc, static_cast<std::int64_t>(p.n_count)));
@@ -206,10 +207,10 @@ __global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<I
   if (k >= p.k_count) return;  // uniform per block
   const Index s = blockIdx.x;
   coord<Index> c;
-  c.rank = p.rank;
+  c.rank = p.nk + p.nr;
   FUSEX_UNROLL
   for (int d = 0; d < max_rank; ++d) c.c[d] = 0;
-  decode(k, p.nk, p.kdim, p.kdiv, c);
+  decode(k, 0, p.nk, p.div, c);
   // Four independent accumulators keep four loads in flight per thread; combined in fixed order.
   constexpr int U = 4;
   Acc acc[U];
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<I
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
       coord<Index> cu = c;
-      decode(n + static_cast<Index>(u) * step, p.nr, p.rdim, p.rdiv, cu);
+      decode(n + static_cast<Index>(u) * step, p.nk, p.nk + p.nr, p.div, cu);
       v[u] = child.template load<1>(cu, no_context{}).v[0];
     }
     FUSEX_UNROLL
@@ -230,7 +231,7 @@ __global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<I
       acc[u] = combine(acc[u], op.template lift<T>(v[u], static_cast<std::int64_t>(n + static_cast<Index>(u) * step)));
   }
   for (; n < p.n_count; n += step) {
-    decode(n, p.nr, p.rdim, p.rdiv, c);
+    decode(n, p.nk, p.nk + p.nr, p.div, c);
     acc[0] = combine(acc[0], op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
   }
   Acc a = acc[0];

@@ -146,6 +146,11 @@ class graph_exec {
                           "again (graph_capture::finish_into re-arms it)");
     }
     if (memory_ && stream != release_stream_) {
+      if (detail::is_default_stream(stream)) {
+        throw invalid_argument("fusex: graph_exec::launch: a graph that holds a graph-private pool must be launched on "
+                               "a stream you created, not " + detail::stream_text(stream) +
+                               " (its memory is returned ordered after the stream of its last launch)");
+      }
       memory_->set_release_stream(stream);
       release_stream_ = stream;
     }

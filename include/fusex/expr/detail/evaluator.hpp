@@ -62,13 +62,24 @@ struct leaf_eval {
   template <class F>
   FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
 
+  // The innermost stride, read with compile-time indices (a run-time index would copy the
+  // stride array to local memory).
+  template <int R>
+  FUSEX_HD FUSEX_FORCEINLINE Index inner_stride(const coord<Index, R>& c) const {
+    Index s = 0;
+    FUSEX_UNROLL
+    for (int d = 0; d < R; ++d)
+      if (d == c.last()) s = stride[d];
+    return s;
+  }
+
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx&) const {
     const Index off = c.offset(stride);
     vec<compute_type, V> r;
     if constexpr (V == 1) {
       r.v[0] = convert<compute_type>(p[off]);
-    } else if (stride[c.last()] == 0) {  // broadcast along the vectorised dimension
+    } else if (inner_stride(c) == 0) {  // broadcast along the vectorised dimension
       const compute_type x = convert<compute_type>(p[off]);
 FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = x;

@@ -801,6 +801,19 @@ class basic_arena : private cache_owner {
     return !all.empty();
   }
 
+  // Empties the calling thread's cache into the shared lists (mu_ held). True if anything moved.
+  bool flush_own_cache_locked() {
+    void* c = thread_cache_table().find(id_);
+    if (c == nullptr) return false;
+    std::vector<cache_entry> all;
+    {
+      spin_guard g(static_cast<thread_cache*>(c)->lock);
+      drain(*static_cast<thread_cache*>(c), all);
+    }
+    insert_cache_entries(all);
+    return !all.empty();
+  }
+
   void on_thread_exit(void* cache, std::uint64_t thread) noexcept override {
     try {
       auto* c = static_cast<thread_cache*>(cache);
@@ -1088,14 +1101,18 @@ class basic_arena : private cache_owner {
     b->state.store(st_live, std::memory_order_release);
   }
 
-  // A block of `p` usable on `st`: first from st's own list, then from other streams' lists
-  // (handing it over through events). Null if none fits.
-  block* take_from(pool& p, stream_state* st, std::size_t r, std::size_t alignment) {
+  // A block of `p` from st's own list, made usable on `st`. Null if none fits.
+  block* take_own(pool& p, stream_state* st, std::size_t r, std::size_t alignment) {
     if (index_type* own = p.find_index(st)) {
       if (block* b = own->find(r, alignment)) {
         if (satisfy(b, st)) return carve(b, r, alignment);
       }
     }
+    return nullptr;
+  }
+
+  // A block of `p` from another stream's list, handed over to `st` through events. Null if none.
+  block* take_other(pool& p, stream_state* st, std::size_t r, std::size_t alignment) {
     for (auto& kv : p.lists) {
       if (kv.first == st || kv.second->empty()) continue;
       block* b = kv.second->find(r, alignment);
@@ -1104,6 +1121,11 @@ class basic_arena : private cache_owner {
       return carve(b, r, alignment);
     }
     return nullptr;
+  }
+
+  block* take_from(pool& p, stream_state* st, std::size_t r, std::size_t alignment) {
+    block* b = take_own(p, st, r, alignment);
+    return b != nullptr ? b : take_other(p, st, r, alignment);
   }
 
   // Merges neighbouring free blocks of different streams (dependencies united). True if any.
@@ -1283,7 +1305,11 @@ class basic_arena : private cache_owner {
     const capture_state cap = known != nullptr ? *known : backend_.capture_status(stream);
     if (cap.active) return allocate_captured(bytes, r, alignment, stream, cap);
     stream_state* st = state_for(stream);
-    block* b = take_from(*eager_, st, r, alignment);
+    // Own stream first (no event), then what threads keep cached, then other streams (an event
+    // each), then free neighbours of different streams merged, and only then upstream.
+    block* b = take_own(*eager_, st, r, alignment);
+    if (b == nullptr && flush_own_cache_locked()) b = take_own(*eager_, st, r, alignment);
+    if (b == nullptr) b = take_other(*eager_, st, r, alignment);
     if (b == nullptr && flush_all_caches_locked()) b = take_from(*eager_, st, r, alignment);
     if (b == nullptr && merge_cross_stream(*eager_)) b = take_from(*eager_, st, r, alignment);
     if (b == nullptr) b = grow(st, bytes, r, alignment, stream);
