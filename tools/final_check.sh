@@ -8,7 +8,7 @@ cmake -S . -B build/f -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEX_BUILD_BENCHMAR
 cmake --build build/f --target test_elementwise_gpu test_reduce_gpu bench_elementwise bench_reduce >> "$OUT/log.txt" 2>&1 || grep -E "error|FAILED" "$OUT/log.txt" | head -20
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${FUSEX_COMMIT:-unknown}")
 for b in elementwise reduce; do
-  build/f/bench/$b/bench_$b --benchmark_min_time=0.2s --benchmark_out="$OUT/bench_$b.json" --benchmark_out_format=json \
+  build/f/bench/$b/bench_$b --benchmark_min_time=0.2 --benchmark_out="$OUT/bench_$b.json" --benchmark_out_format=json \
     --benchmark_context=commit="${FUSEX_COMMIT:-$commit}" >> "$OUT/bench.txt" 2>&1
 done
 grep -E "^bm_" "$OUT/bench.txt" | sed 's/ \+/ /g' | cut -c1-150
