@@ -1,0 +1,611 @@
+// Host suite for reductions, part 2: NaN and infinities, ties of argmin/argmax, empty axes, bad
+// axes and shapes (fusex::shape_error naming the axis and shape), the composites (softmax,
+// log_softmax, layer_norm with weight and bias, rms_norm with weight, logsumexp) on rows of length
+// 1, 7, 64 and 1000 against double references, the softmax written out by hand, composites with a
+// residual add and a cast epilogue, reductions feeding elementwise work, half/bfloat16
+// intermediates kept in float32, and the plan printer (rule 1 and rule 2).
+#include "reduce_host_support.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace rxt;
+
+namespace {
+
+/// Runs reduction K over `list` (keepdim off) of the values `x` of shape `s` and compares with the
+/// reference.
+template <rk K, class T>
+void check_kind(const host_array<T>& x, const shape_v& s, const std::vector<int>& list, double correction = 1) {
+  const axis_case c{"", false, list, false};
+  const auto e = make(std::integral_constant<rk, K>{}, x.cview(to_shape(s)), c, correction);
+  const std::uint32_t mask = mask_of(list, static_cast<int>(s.size()));
+  const shape_v os = reduced_shape(s, mask, false);
+  const auto out = evaluate(e, os);
+  std::vector<ref_value> want;
+  for (const auto& grp : groups(x.values(), s, mask)) want.push_back(reference(K, grp, acc_roundoff<T>(), correction));
+  std::string axes_text;
+  for (int a : list) axes_text += std::to_string(a) + " ";
+  check_results(std::string(rk_name(K)) + " over axes " + axes_text + "of " + to_shape(s).str(), out, want);
+}
+
+template <class T, rk... K>
+void check_kinds(const host_array<T>& x, const shape_v& s, const std::vector<int>& list) {
+  (check_kind<K, T>(x, s, list), ...);
+}
+
+template <class T>
+host_array<T> from_values(const std::vector<double>& v) {
+  host_array<T> a(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) a[i] = from_double<T>(v[i]);
+  return a;
+}
+
+}  // namespace
+
+// --- NaN and infinities ------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("host: NaN propagates through min/max, argmin/argmax pick the first NaN, infinities",
+                   "[reduce][host][nan]", RXT_FLOAT_DTYPES) {
+  using T = TestType;
+  const double N = nan_v, I = inf_v;
+  // Rows: NaN twice; +inf and -inf; all -inf; +inf twice first; +inf later and twice; finite with
+  // an +inf; finite with a -inf.
+  const shape_v s{7, 5};
+  const auto x = from_values<T>({1, N, 7, -2, N,    //
+                                 I, 2, -I, 3, 0.5,  //
+                                 -I, -I, -I, -I, -I,
+                                 I, I, 1, 2, 3,     //
+                                 1, 2, I, 3, I,     //
+                                 1, 2, 3, I, 4,     //
+                                 1, -I, 3, 2, 4});
+  check_kinds<T, rk::sum, rk::prod, rk::mean, rk::amax, rk::amin, rk::argmax, rk::argmin, rk::any, rk::all, rk::l1,
+              rk::l2, rk::linf, rk::var, rk::stddev, rk::logsumexp>(x, s, {-1});
+  check_kinds<T, rk::sum, rk::prod, rk::mean, rk::amax, rk::amin, rk::argmax, rk::argmin, rk::any, rk::all, rk::l1,
+              rk::l2, rk::linf, rk::var, rk::stddev, rk::logsumexp>(x, s, {0});
+  check_kinds<T, rk::sum, rk::amax, rk::amin, rk::argmax, rk::argmin, rk::logsumexp>(x, s, {0, 1});
+
+  // The headline cases, spelled out.
+  const auto xv = x.cview(to_shape(s));
+  const auto mx = evaluate(fusex::amax(xv, -1), {7});
+  CHECK(std::isnan(to_double(mx[0])));  // amax with a NaN is NaN
+  CHECK(to_double(mx[1]) == I);
+  CHECK(to_double(mx[2]) == -I);
+  const auto mn = evaluate(fusex::min(xv, -1, fusex::keepdim), {7, 1});
+  CHECK(std::isnan(to_double(mn[0])));
+  CHECK(to_double(mn[1]) == -I);
+  const auto am = evaluate(fusex::argmax(xv, -1), {7});
+  CHECK(am[0] == 1);  // the first NaN
+  CHECK(am[1] == 0);
+  CHECK(am[2] == 0);  // all equal: the first
+  CHECK(am[3] == 0);
+  CHECK(am[4] == 2);
+  const auto ai = evaluate(fusex::argmin(xv, -1), {7});
+  CHECK(ai[0] == 1);
+  CHECK(ai[1] == 2);
+  CHECK(ai[6] == 1);
+  const auto sm = evaluate(fusex::sum(xv, -1), {7});
+  CHECK(std::isnan(to_double(sm[0])));
+  CHECK(std::isnan(to_double(sm[1])));  // inf + -inf
+  CHECK(to_double(sm[3]) == I);         // sum with inf
+  CHECK(to_double(sm[6]) == -I);
+  const auto all_nan = evaluate(fusex::amax(xv), {});
+  CHECK(std::isnan(to_double(all_nan[0])));
+}
+
+TEST_CASE("host: logsumexp with +inf is +inf wherever the inf is, -inf rows give -inf", "[reduce][host][nan]") {
+  const double I = inf_v;
+  const auto x = from_values<float>({I, 1, 2, 1, I, 2, I, I, 0, -I, -I, -I, -I, 3, -I});
+  const auto out = evaluate(fusex::logsumexp(x.cview(fusex::shape_t{5, 3}), -1), {5});
+  CHECK(out[0] == I);
+  CHECK(out[1] == I);  // +inf after a finite value
+  CHECK(out[2] == I);  // +inf twice
+  CHECK(out[3] == -I);
+  CHECK(std::fabs(out[4] - 3.0f) < 1e-6f);
+  const auto d = from_values<double>({1, 2, I});
+  CHECK(evaluate(fusex::logsumexp(d.cview(fusex::shape_t{3})), {})[0] == I);
+}
+
+TEMPLATE_TEST_CASE("host: argmin/argmax return the first index on ties", "[reduce][host][ties]", RXT_ALL_DTYPES) {
+  using T = TestType;
+  if constexpr (std::is_same_v<T, bool>) {
+    const auto x = from_values<bool>({0, 1, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1});
+    const auto amax = evaluate(fusex::argmax(x.cview(fusex::shape_t{3, 4}), -1), {3});
+    const auto amin = evaluate(fusex::argmin(x.cview(fusex::shape_t{3, 4}), -1), {3});
+    CHECK(amax[0] == 1);
+    CHECK(amin[0] == 0);
+    CHECK(amax[1] == 0);  // the only true
+    CHECK(amin[1] == 1);
+    CHECK(amax[2] == 0);  // all true
+    CHECK(amin[2] == 0);
+  } else {
+    const shape_v s{4, 5};
+    const auto x = from_values<T>({2, 5, 5, 1, 5,  //
+                                   3, 1, 1, 3, 1,  //
+                                   4, 4, 4, 4, 4,  //
+                                   1, 5, 2, 5, 1});
+    const auto xv = x.cview(to_shape(s));
+    const auto amax = evaluate(fusex::argmax(xv, -1), {4});
+    const auto amin = evaluate(fusex::argmin(xv, 1, fusex::keepdim), {4, 1});
+    CHECK(amax[0] == 1);
+    CHECK(amax[1] == 0);
+    CHECK(amax[2] == 0);
+    CHECK(amax[3] == 1);
+    CHECK(amin[0] == 3);
+    CHECK(amin[1] == 1);
+    CHECK(amin[2] == 0);
+    CHECK(amin[3] == 0);
+    // Over several axes the index is row-major over the reduced axes: max 5 first at (0, 1).
+    CHECK(evaluate(fusex::argmax(xv), {})[0] == 1);
+    CHECK(evaluate(fusex::argmin(xv, {0, 1}, fusex::keepdim), {1, 1})[0] == 3);
+    // Over axis 0: columns {2, 3, 4, 1}, {5, 1, 4, 5}, {5, 1, 4, 2}, {1, 3, 4, 5}, {5, 1, 4, 1}.
+    const auto col = evaluate(fusex::argmax(xv, 0), {5});
+    CHECK(col[0] == 2);
+    CHECK(col[1] == 0);
+    CHECK(col[4] == 0);
+    const auto cmin = evaluate(fusex::argmin(xv, -2), {5});
+    CHECK(cmin[0] == 3);
+    CHECK(cmin[2] == 1);
+    CHECK(cmin[4] == 1);
+    check_kinds<T, rk::argmax, rk::argmin>(x, s, {0});
+    check_kinds<T, rk::argmax, rk::argmin>(x, s, {-1});
+  }
+}
+
+// --- empty axes ---------------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("host: reductions over an empty axis: sum 0, prod 1, any false, all true, mean NaN",
+                   "[reduce][host][empty]", RXT_ALL_DTYPES) {
+  using T = TestType;
+  host_array<T> x(0);
+  const auto e30 = x.cview(fusex::shape_t{3, 0});
+  const auto e04 = x.cview(fusex::shape_t{0, 4});
+  const auto s = evaluate(fusex::sum(e30, -1), {3});
+  const auto p = evaluate(fusex::prod(e30, 1, fusex::keepdim), {3, 1});
+  const auto an = evaluate(fusex::any(e30, -1), {3});
+  const auto al = evaluate(fusex::all(e30, -1), {3});
+  const auto m = evaluate(fusex::mean(e30, -1), {3});
+  for (int i = 0; i < 3; ++i) {
+    CHECK(to_double(s[static_cast<std::size_t>(i)]) == 0);
+    CHECK(to_double(p[static_cast<std::size_t>(i)]) == 1);
+    CHECK(bits_of(an[static_cast<std::size_t>(i)]) == 0);
+    CHECK(bits_of(al[static_cast<std::size_t>(i)]) == 1);
+    CHECK(std::isnan(to_double(m[static_cast<std::size_t>(i)])));  // 0 / 0, as NumPy
+  }
+  CHECK(s.guards_intact());
+  CHECK(to_double(evaluate(fusex::sum(e04), {})[0]) == 0);
+  const auto s0 = evaluate(fusex::sum(e04, 0), {4});
+  for (int i = 0; i < 4; ++i) CHECK(to_double(s0[static_cast<std::size_t>(i)]) == 0);
+  // A kept empty axis: an empty result, no error, nothing written.
+  const auto none = evaluate(fusex::sum(e04, -1), {0});
+  CHECK(none.guards_intact());
+  const auto none_max = evaluate(fusex::amax(e04, 1), {0});  // the reduced axis (4) is not empty
+  CHECK(none_max.guards_intact());
+  if constexpr (!std::is_same_v<T, bool>) {
+    const auto n = evaluate(fusex::norm(e30, -1), {3});
+    const auto lse = evaluate(fusex::logsumexp(e30, -1), {3});
+    const auto v = evaluate(fusex::var(e30, -1, 0.0), {3});
+    CHECK(to_double(n[0]) == 0);
+    CHECK(to_double(lse[0]) == -inf_v);  // log(0)
+    CHECK(std::isnan(to_double(v[0])));
+  }
+}
+
+TEMPLATE_TEST_CASE("host: min, max, argmin, argmax over an empty axis throw shape_error naming the shape",
+                   "[reduce][host][empty]", float, std::int32_t, bool) {
+  using T = TestType;
+  host_array<T> x(0);
+  const auto e30 = x.cview(fusex::shape_t{3, 0});
+  const auto e204 = x.cview(fusex::shape_t{2, 0, 4});
+  auto expect = [](const std::string& m, const char* name, const char* shape) {
+    INFO(m);
+    CHECK(contains(m, name));
+    CHECK(contains(m, shape));
+    CHECK(contains(m, "empty"));
+  };
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::amax(e30, -1); }), "max", "[3, 0]");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::amin(e30, 1); }), "min", "[3, 0]");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::max(e30, -1, fusex::keepdim); }), "max", "[3, 0]");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::argmax(e30, -1); }), "argmax", "[3, 0]");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::argmin(e204, {0, 1}); }), "argmin", "[2, 0, 4]");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::amax(e204); }), "max", "[2, 0, 4]");
+  // The axis is named too.
+  CHECK(contains(message_of<fusex::shape_error>([&] { (void)fusex::amax(e204, 1); }), "axis 1"));
+  // shape_error is a fusex::error.
+  CHECK_THROWS_AS(fusex::amin(e30), fusex::error);
+}
+
+// --- bad axes and shapes ------------------------------------------------------------------------------
+
+TEST_CASE("host: an axis out of range or repeated throws shape_error naming the axis and the shape",
+          "[reduce][host][errors]") {
+  host_array<float> x(24);
+  const auto v = x.cview(fusex::shape_t{2, 3, 4});
+  auto expect = [](const std::string& m, const std::string& axis) {
+    INFO(m);
+    CHECK(contains(m, "axis " + axis));
+    CHECK(contains(m, "[2, 3, 4]"));
+  };
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::sum(v, 3); }), "3");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::sum(v, -4); }), "-4");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::mean(v, {0, 5}); }), "5");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::amax(v, 3, fusex::keepdim); }), "3");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::argmax(v, -7); }), "-7");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::var(v, 3, 1.0); }), "3");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::stddev(v, {-4}, 0.0, fusex::keepdim); }), "-4");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::norm(v, 9, fusex::norm_kind::l1); }), "9");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::logsumexp(v, 3); }), "3");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::softmax(v, 3); }), "3");
+  expect(message_of<fusex::shape_error>([&] { (void)fusex::log_softmax(v, -4); }), "-4");
+  const std::string rep = message_of<fusex::shape_error>([&] { (void)fusex::sum(v, {1, -2}); });
+  INFO(rep);
+  CHECK(contains(rep, "repeated"));
+  CHECK(contains(rep, "[2, 3, 4]"));
+  // The name of the reduction is in the message.
+  CHECK(contains(message_of<fusex::shape_error>([&] { (void)fusex::prod(v, 3); }), "prod"));
+}
+
+TEST_CASE("host: rank 0: reducing every axis is the value itself; any axis is out of range", "[reduce][host][errors]") {
+  host_array<float> x(1);
+  x[0] = 2.5f;
+  const auto v = x.cview(fusex::shape_t{});
+  CHECK(evaluate(fusex::sum(v), {})[0] == 2.5f);
+  CHECK(evaluate(fusex::amax(v), {})[0] == 2.5f);
+  CHECK(evaluate(fusex::argmax(v), {})[0] == 0);
+  CHECK(contains(message_of<fusex::shape_error>([&] { (void)fusex::sum(v, 0); }), "[]"));
+}
+
+TEST_CASE("host: a reduction that cannot broadcast back, or a destination of the wrong shape, is a shape_error",
+          "[reduce][host][errors]") {
+  host_array<float> x(20), out(20);
+  const auto v = x.cview(fusex::shape_t{4, 5});
+  {
+    // sum over the last axis without keepdim has shape [4], which does not broadcast against [4, 5].
+    const std::string m = message_of<fusex::shape_error>([&] { fusex::host::eval(out.view(fusex::shape_t{4, 5}), v - fusex::sum(v, 1)); });
+    INFO(m);
+    CHECK(contains(m, "[4, 5]"));
+    CHECK(contains(m, "[4]"));
+  }
+  {
+    const std::string m = message_of<fusex::shape_error>([&] { fusex::host::eval(out.view(fusex::shape_t{5}), fusex::sum(v, -1)); });
+    INFO(m);
+    CHECK(contains(m, "[4]"));
+    CHECK(contains(m, "[5]"));
+  }
+  // With keepdim, or over the leading axis, it broadcasts back.
+  out.poison();
+  CHECK_NOTHROW(fusex::host::eval(out.view(fusex::shape_t{4, 5}), v - fusex::sum(v, 1, fusex::keepdim)));
+  CHECK_NOTHROW(fusex::host::eval(out.view(fusex::shape_t{4, 5}), v - fusex::sum(v, 0)));
+}
+
+// --- composites -----------------------------------------------------------------------------------
+
+namespace {
+
+struct row_refs {
+  std::vector<ref_value> softmax, log_softmax, layer_norm, layer_norm_affine, rms_norm, rms_norm_weight, lse;
+};
+
+/// Double references of the composites over each row of x [rows, n] (w, b: [n]), with error
+/// bounds for an accumulation of unit roundoff u: relative (n + 40) u on each quantity's scale.
+row_refs composite_refs(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                        std::size_t rows, std::size_t n, double u) {
+  row_refs r;
+  const double k = (static_cast<double>(n) + 40) * u;
+  for (std::size_t i = 0; i < rows; ++i) {
+    const double* xr = x.data() + i * n;
+    double m = -inf_v, mean = 0, sq = 0, amax_abs = 0;  // max, mean, sum of squares, max |x|
+    for (std::size_t j = 0; j < n; ++j) {
+      m = std::max(m, xr[j]);
+      mean += xr[j];
+      sq += xr[j] * xr[j];
+      amax_abs = std::max(amax_abs, std::fabs(xr[j]));
+    }
+    mean /= static_cast<double>(n);
+    double s = 0, var = 0;
+    for (std::size_t j = 0; j < n; ++j) s += std::exp(xr[j] - m), var += (xr[j] - mean) * (xr[j] - mean);
+    var /= static_cast<double>(n);  // population variance
+    const double rstd = 1 / std::sqrt(var + 1e-5);
+    const double rrms = 1 / std::sqrt(sq / static_cast<double>(n) + 1e-6);
+    // Welford's variance: relative error about n u, plus the rounding of (x - running mean) when
+    // the mean is large against the deviation.
+    const double var_rel = 2 * k * (1 + std::fabs(mean) / std::sqrt(var + 1e-5));
+    r.lse.push_back({m + std::log(s), k * (1 + std::fabs(m))});
+    for (std::size_t j = 0; j < n; ++j) {
+      const double sm = std::exp(xr[j] - m) / s;
+      r.softmax.push_back({sm, k * sm});
+      const double ls = xr[j] - m - std::log(s);
+      r.log_softmax.push_back({ls, k * (1 + std::fabs(ls) + std::fabs(xr[j] - m))});
+      const double ln = (xr[j] - mean) * rstd;
+      const double ln_err = rstd * (std::fabs(xr[j] - mean) * var_rel + k * amax_abs) + k * std::fabs(ln);
+      r.layer_norm.push_back({ln, ln_err});
+      const double lna = ln * w[j] + b[j];
+      r.layer_norm_affine.push_back({lna, ln_err * std::fabs(w[j]) + k * (std::fabs(lna) + std::fabs(b[j]))});
+      const double rn = xr[j] * rrms;
+      r.rms_norm.push_back({rn, k * std::fabs(rn) + 1e-300});
+      r.rms_norm_weight.push_back({rn * w[j], k * std::fabs(rn * w[j]) + 1e-300});
+    }
+  }
+  return r;
+}
+
+template <class T>
+host_array<T> random_fp(std::size_t n, std::uint64_t seed, double lo, double hi) {
+  auto g = make_rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  host_array<T> a(n);
+  for (std::size_t i = 0; i < n; ++i) a[i] = from_double<T>(d(g));
+  return a;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("host: softmax, log_softmax, layer_norm, rms_norm, logsumexp on rows of length 1, 7, 64, 1000",
+                   "[reduce][host][composite]", RXT_FLOAT_DTYPES) {
+  using T = TestType;
+  const double u = acc_roundoff<T>();
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1000}}) {
+    const std::size_t rows = 3;
+    const shape_v s{static_cast<i64>(rows), static_cast<i64>(n)};
+    const auto shape = to_shape(s);
+    const auto x = random_fp<T>(rows * n, 100 + n, -8, 8);
+    const auto w = random_fp<T>(n, 200 + n, 0.5, 1.5);
+    const auto b = random_fp<T>(n, 300 + n, -1, 1);
+    const auto xv = x.cview(shape);
+    const auto wv = w.cview(fusex::shape_t{static_cast<std::int64_t>(n)});
+    const auto bv = b.cview(fusex::shape_t{static_cast<std::int64_t>(n)});
+    const row_refs r = composite_refs(x.values(), w.values(), b.values(), rows, n, u);
+    const std::string len = " rows of " + std::to_string(n);
+    check_results("softmax" + len, evaluate(fusex::softmax(xv), s), r.softmax);
+    check_results("softmax(x, -1)" + len, evaluate(fusex::softmax(xv, -1), s), r.softmax);
+    check_results("log_softmax" + len, evaluate(fusex::log_softmax(xv), s), r.log_softmax);
+    check_results("layer_norm" + len, evaluate(fusex::layer_norm(xv), s), r.layer_norm);
+    check_results("layer_norm(x, weight, bias)" + len, evaluate(fusex::layer_norm(xv, wv, bv), s), r.layer_norm_affine);
+    check_results("rms_norm" + len, evaluate(fusex::rms_norm(xv), s), r.rms_norm);
+    check_results("rms_norm(x, weight)" + len, evaluate(fusex::rms_norm(xv, wv), s), r.rms_norm_weight);
+    check_results("logsumexp(x, -1)" + len, evaluate(fusex::logsumexp(xv, -1), {static_cast<i64>(rows)}), r.lse);
+    // The softmax written out by hand is the same expression.
+    const auto by_hand = fusex::exp(xv - fusex::max(xv, -1, fusex::keepdim)) /
+                         fusex::sum(fusex::exp(xv - fusex::max(xv, -1, fusex::keepdim)), -1, fusex::keepdim);
+    static_assert(std::is_same_v<typename decltype(by_hand)::value_type, T>);
+    check_results("softmax by hand" + len, evaluate(by_hand, s), r.softmax);
+  }
+}
+
+TEST_CASE("host: composites over other axes and shapes (softmax over axis 0 and a middle axis)",
+          "[reduce][host][composite]") {
+  const auto x = random_fp<double>(4 * 6 * 5, 401, -8, 8);
+  const auto xd = x.values();
+  const shape_v s{4, 6, 5};
+  const auto xv = x.cview(to_shape(s));
+  for (int axis : {0, 1, -2}) {
+    const int d = axis < 0 ? axis + 3 : axis;
+    const std::int64_t n = s[static_cast<std::size_t>(d)];
+    const std::int64_t inner = d == 0 ? 30 : 5;
+    std::vector<ref_value> want(120);
+    for (std::int64_t o = 0; o < 120 / (n * inner); ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        double m = -inf_v, sum = 0;
+        for (std::int64_t j = 0; j < n; ++j) m = std::max(m, xd[static_cast<std::size_t>((o * n + j) * inner + i)]);
+        for (std::int64_t j = 0; j < n; ++j) sum += std::exp(xd[static_cast<std::size_t>((o * n + j) * inner + i)] - m);
+        for (std::int64_t j = 0; j < n; ++j) {
+          const std::size_t at = static_cast<std::size_t>((o * n + j) * inner + i);
+          want[at] = {std::exp(xd[at] - m) / sum, 1e-14};
+        }
+      }
+    check_results("softmax over axis " + std::to_string(axis), evaluate(fusex::softmax(xv, axis), s), want);
+  }
+}
+
+TEST_CASE("host: composites with a residual add and a cast epilogue: cast<bfloat16>(layer_norm(x + residual, g, b))",
+          "[reduce][host][composite]") {
+  const std::size_t rows = 5, n = 96;
+  const shape_v s{static_cast<i64>(rows), static_cast<i64>(n)};
+  const auto x = random_fp<float>(rows * n, 501, -4, 4);
+  const auto res = random_fp<float>(rows * n, 502, -4, 4);
+  const auto g = random_fp<float>(n, 503, 0.5, 1.5);
+  const auto be = random_fp<float>(n, 504, -1, 1);
+  const auto xv = x.cview(to_shape(s));
+  const auto rv = res.cview(to_shape(s));
+  const auto gv = g.cview(fusex::shape_t{96});
+  const auto bv = be.cview(fusex::shape_t{96});
+  std::vector<double> sum(rows * n);
+  const auto xd = x.values(), rd = res.values();
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = static_cast<double>(static_cast<float>(xd[i] + rd[i]));
+  const row_refs r = composite_refs(sum, g.values(), be.values(), rows, n, unit_roundoff<float>());
+
+  const auto e1 = fusex::cast<fusex::bfloat16>(fusex::layer_norm(xv + rv, gv, bv));
+  static_assert(std::is_same_v<typename decltype(e1)::value_type, fusex::bfloat16>);
+  check_results("cast<bfloat16>(layer_norm(x + residual, gamma, beta))", evaluate(e1, s), r.layer_norm_affine);
+  const auto e2 = fusex::cast<fusex::bfloat16>(fusex::layer_norm(xv + rv) * gv + bv);
+  check_results("cast<bfloat16>(layer_norm(x + residual) * gamma + beta)", evaluate(e2, s), r.layer_norm_affine);
+  // Into a bfloat16 destination without the cast: the store rounds once.
+  check_results("layer_norm(x + residual, gamma, beta) into bfloat16",
+                [&] {
+                  host_array<fusex::bfloat16> out(rows * n);
+                  out.poison();
+                  fusex::host::eval(out.view(to_shape(s)), fusex::layer_norm(xv + rv, gv, bv));
+                  return out;
+                }(),
+                r.layer_norm_affine);
+  check_results("rms_norm(x + residual, gamma)", evaluate(fusex::rms_norm(xv + rv, gv), s), r.rms_norm_weight);
+  check_results("softmax(x + residual) * 2", evaluate(fusex::softmax(xv + rv) * 2.0f, s), [&] {
+    auto w = r.softmax;
+    for (auto& e : w) e.value *= 2, e.err *= 2;
+    return w;
+  }());
+}
+
+TEST_CASE("host: reductions feeding elementwise work", "[reduce][host][composite]") {
+  const std::size_t rows = 6, n = 40;
+  const shape_v s{static_cast<i64>(rows), static_cast<i64>(n)};
+  const auto x = random_fp<float>(rows * n, 601, -3, 3);
+  const auto xv = x.cview(to_shape(s));
+  const auto xd = x.values();
+  const double u = unit_roundoff<float>();
+  SECTION("sqrt(sum(x * x, -1)) into a [rows] destination") {
+    std::vector<ref_value> want;
+    for (std::size_t i = 0; i < rows; ++i) {
+      double q = 0;
+      for (std::size_t j = 0; j < n; ++j) q += xd[i * n + j] * xd[i * n + j];
+      want.push_back({std::sqrt(q), (n + 8) * u * std::sqrt(q)});
+    }
+    check_results("sqrt(sum(x * x, -1))", evaluate(fusex::sqrt(fusex::sum(xv * xv, -1)), {static_cast<i64>(rows)}), want);
+    check_results("norm(x, -1)", evaluate(fusex::norm(xv, -1), {static_cast<i64>(rows)}), want);
+  }
+  SECTION("x - mean(x, 0) broadcasts the [n] column means back over the rows") {
+    std::vector<ref_value> want(rows * n);
+    for (std::size_t j = 0; j < n; ++j) {
+      double m = 0;
+      for (std::size_t i = 0; i < rows; ++i) m += xd[i * n + j];
+      m /= static_cast<double>(rows);
+      for (std::size_t i = 0; i < rows; ++i) want[i * n + j] = {xd[i * n + j] - m, 32 * u * 3};
+    }
+    check_results("x - mean(x, 0)", evaluate(xv - fusex::mean(xv, 0), s), want);
+  }
+  SECTION("x / norm(x, -1, l2, keepdim) and where(x == amax(x, -1, keepdim), 1, 0)") {
+    std::vector<ref_value> unit(rows * n), hot(rows * n);
+    for (std::size_t i = 0; i < rows; ++i) {
+      double q = 0, m = -inf_v;
+      for (std::size_t j = 0; j < n; ++j) q += xd[i * n + j] * xd[i * n + j], m = std::max(m, xd[i * n + j]);
+      for (std::size_t j = 0; j < n; ++j) {
+        unit[i * n + j] = {xd[i * n + j] / std::sqrt(q), (n + 8) * u};
+        hot[i * n + j] = {xd[i * n + j] == m ? 1.0 : 0.0, 0};
+      }
+    }
+    check_results("x / norm(x, -1, l2, keepdim)", evaluate(xv / fusex::norm(xv, -1, fusex::norm_kind::l2, fusex::keepdim), s), unit);
+    check_results("where(x == amax(x, -1, keepdim), 1, 0)",
+                  evaluate(fusex::where(xv == fusex::amax(xv, -1, fusex::keepdim), 1.0f, 0.0f), s), hot);
+  }
+  SECTION("a sum of reductions of different axes, and mean and var into tie(...)") {
+    // sum(x, 0) is [n], sum(x, 1, keepdim) is [rows, 1]: their sum broadcasts to [rows, n].
+    std::vector<double> cs(n, 0), rs(rows, 0);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < n; ++j) cs[j] += xd[i * n + j], rs[i] += xd[i * n + j];
+    std::vector<ref_value> want(rows * n);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < n; ++j) want[i * n + j] = {cs[j] + rs[i], (n + 8) * u * 3 * static_cast<double>(n)};
+    check_results("sum(x, 0) + sum(x, 1, keepdim)", evaluate(fusex::sum(xv, 0) + fusex::sum(xv, 1, fusex::keepdim), s), want);
+
+    host_array<float> m(rows), v(rows);
+    m.poison();
+    v.poison();
+    fusex::host::eval(fusex::tie(m.view(fusex::shape_t{6}), v.view(fusex::shape_t{6})), fusex::mean(xv, -1),
+                      fusex::var(xv, -1));
+    std::vector<ref_value> wm, wv;
+    for (const auto& grp : groups(xd, s, 2u)) wm.push_back(reference(rk::mean, grp, u)), wv.push_back(reference(rk::var, grp, u));
+    check_results("tie: mean", m, wm);
+    check_results("tie: var", v, wv);
+  }
+}
+
+// --- half and bfloat16: intermediates stay in float32 ---------------------------------------------------
+// The row kernel keeps a reduction's operand and its result in float32 (the compute type); the
+// host backend must compute the same values, not round them to float16/bfloat16 on the way.
+
+TEMPLATE_TEST_CASE("host: float16/bfloat16 reductions keep their operand and result in float32",
+                   "[reduce][host][precision]", fusex::half, fusex::bfloat16) {
+  using T = TestType;
+  const double u = unit_roundoff<float>();
+  SECTION("mean(x * x, -1) where one x * x exceeds the float16 range") {
+    const auto x = from_values<T>({300, 1, 1, 1, 1, 1, 1, 1});
+    const double want = (300.0 * 300.0 + 7) / 8;
+    const auto v = x.cview(fusex::shape_t{1, 8});
+    check_results("mean(x, -1)", evaluate(fusex::mean(v, -1), {1}), std::vector<ref_value>{{(300.0 + 7) / 8, 0}});
+    check_results("mean(x * x, -1)", evaluate(fusex::mean(v * v, -1), {1}), std::vector<ref_value>{{want, 16 * u * want}});
+  }
+  SECTION("rms_norm of values whose squares exceed the float16 range") {
+    const std::size_t rows = 2, n = 16;
+    const auto x = random_fp<T>(rows * n, 701, 200, 400);
+    const auto w = random_fp<T>(n, 702, 0.5, 1.5);
+    const row_refs r = composite_refs(x.values(), w.values(), w.values(), rows, n, u);
+    const shape_v s{static_cast<i64>(rows), static_cast<i64>(n)};
+    check_results("rms_norm(x)", evaluate(fusex::rms_norm(x.cview(to_shape(s))), s), r.rms_norm);
+    check_results("rms_norm(x, w)", evaluate(fusex::rms_norm(x.cview(to_shape(s)), w.cview(fusex::shape_t{16})), s),
+                  r.rms_norm_weight);
+  }
+  SECTION("layer_norm of rows with a large mean (the mean is not rounded to float16)") {
+    const std::size_t rows = 3, n = 64;
+    // Spread over a few units in the last place of T at 1000 (float16: 0.5, bfloat16: 4).
+    const double spread = std::is_same_v<T, fusex::half> ? 2 : 100;
+    const auto x = random_fp<T>(rows * n, 703, 1000 - spread, 1000 + spread);
+    const row_refs r = composite_refs(x.values(), std::vector<double>(n, 1), std::vector<double>(n, 0), rows, n, u);
+    const shape_v s{static_cast<i64>(rows), static_cast<i64>(n)};
+    check_results("layer_norm(x)", evaluate(fusex::layer_norm(x.cview(to_shape(s))), s), r.layer_norm);
+  }
+}
+
+// --- the plan printer -------------------------------------------------------------------------------
+
+TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its reason", "[reduce][host][explain]") {
+  const std::size_t rows = 8, n = 256;
+  host_array<float> x(rows * n), res(rows * n), out(rows * n), g(n), b(n), per_row(rows), cols(n);
+  host_array<fusex::bfloat16> out_bf(rows * n);
+  host_array<std::int64_t> idx(n);
+  const fusex::shape_t s{8, 256};
+  const auto xv = x.cview(s);
+  const auto rv = res.cview(s);
+  const auto gv = g.cview(fusex::shape_t{256});
+  const auto bv = b.cview(fusex::shape_t{256});
+  const auto ov = out.view(s);
+  auto rule1 = [](const std::string& plan) {
+    INFO(plan);
+    CHECK(contains(plan, "1 kernel (row reduction"));
+    CHECK(contains(plan, "rule 1"));
+    CHECK(contains(plan, "8 rows x 256 columns"));
+    CHECK_FALSE(contains(plan, "rule 2"));
+  };
+  rule1(fusex::explain(ov, fusex::softmax(xv)));
+  rule1(fusex::explain(ov, fusex::log_softmax(xv + rv)));
+  rule1(fusex::explain(ov, fusex::layer_norm(xv + rv, gv, bv)));
+  rule1(fusex::explain(ov, fusex::layer_norm(xv + rv) * gv + bv));
+  rule1(fusex::explain(ov, fusex::rms_norm(xv + rv, gv)));
+  rule1(fusex::explain(out_bf.view(s), fusex::cast<fusex::bfloat16>(fusex::layer_norm(xv + rv, gv, bv))));
+  {
+    const std::string plan = fusex::explain(ov, fusex::layer_norm(xv + rv, gv, bv));
+    INFO(plan);
+    CHECK(contains(plan, "epilogue over the row"));
+    CHECK(contains(plan, "mean over axes [1] keepdim -> float32"));
+    CHECK(contains(plan, "var over axes [1] keepdim -> float32"));
+    CHECK(contains(plan, "2 pass(es)"));
+  }
+  {
+    const std::string plan = fusex::explain(per_row.view(fusex::shape_t{8}), fusex::sqrt(fusex::sum(xv * xv, -1)));
+    rule1(plan);
+    INFO(plan);
+    CHECK(contains(plan, "one value per row"));
+  }
+  {
+    const std::string plan = fusex::explain(idx.view(fusex::shape_t{256}), fusex::argmax(xv, 0));
+    INFO(plan);
+    CHECK(contains(plan, "rule 2"));
+    CHECK(contains(plan, "argmax reduces axes other than the last one alone"));
+    CHECK(contains(plan, "argmax of an operand of shape [8, 256]"));
+    CHECK(contains(plan, "1 elementwise kernel"));
+    CHECK_FALSE(contains(plan, "rule 1"));
+  }
+  {
+    const std::string plan = fusex::explain(ov, fusex::softmax(xv, 0));
+    INFO(plan);
+    CHECK(contains(plan, "rule 2"));
+    CHECK(contains(plan, "max reduces axes other than the last one alone"));
+  }
+  {
+    // Per-row sums broadcast over a new leading axis: the destination is neither the full nor the
+    // reduced shape.
+    host_array<float> wide(2 * 8);
+    const std::string plan = fusex::explain(wide.view(fusex::shape_t{2, 8}), fusex::sum(xv, -1));
+    INFO(plan);
+    CHECK(contains(plan, "rule 2"));
+    CHECK(contains(plan, "destination [2, 8] is neither the full shape [8, 256] nor the reduced one"));
+  }
+  {
+    const std::string plan = fusex::explain(cols.view(fusex::shape_t{256}), fusex::sum(xv, 0) + fusex::amax(xv, 0));
+    INFO(plan);
+    CHECK(contains(plan, "2 reduction(s)"));
+    CHECK(contains(plan, "rule 2"));
+  }
+}
