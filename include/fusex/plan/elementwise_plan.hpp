@@ -120,7 +120,9 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
       const char* e1 = span_end(ops[j]);
       if (b1 >= e0 || b0 >= e1) continue;
       bool same = j >= n_out && ops[j].data == ops[i].data && ops[j].elem_size == ops[i].elem_size;
-      for (int d = 0; same && d < R; ++d) same = ops[j].s[d] == ops[i].s[d];
+      // A dimension of extent 1 has one index: its stride does not matter (an input [n] of a
+      // destination [1, n] over the same memory is still element for element).
+      for (int d = 0; same && d < R; ++d) same = L.shape[d] == 1 || ops[j].s[d] == ops[i].s[d];
       if (!same) {
         throw invalid_argument("fusex: destination " + std::to_string(i) + " (" + operand_text(ops[i]) + ") overlaps " +
                                (j < n_out ? "destination " + std::to_string(j) : "input " + std::to_string(j - n_out)) +
