@@ -319,6 +319,18 @@ TEST_CASE("in-place updates: an input may be the destination, element for elemen
   fusex::host::eval(fusex::make_view(y.data(), {M, NN}), fusex::make_view<const float>(y.data(), {M, NN}) - 1);
   check_values<float>("separately made views", y, M * NN, [&](std::size_t i) { return v(orig, i) - 1; });
 
+  reset();  // the destination has leading or size-1 dimensions the input lacks, or strides differ on them
+  fusex::host::eval(Y.expand_dims(0), Y * 2);
+  fusex::host::eval(Y.slice(0, 2, 3), Y.slice(0, 2, 3).squeeze(0) + 1);
+  fusex::host::eval(fusex::make_view(y.data(), {M, NN, 1}, {NN, 1, 12345}), Y.expand_dims(-1) * 3);
+  check_values<float>("in place with size-1 dimensions", y, M * NN, [&](std::size_t i) {
+    const double twice = 2 * v(orig, i);
+    return 3 * (i / NN == 2 ? twice + 1 : twice);
+  });
+  float s = 3;
+  fusex::host::eval(fusex::make_view(&s, {1}), fusex::make_view(&s, {}) * 2);
+  CHECK(s == 6.0f);
+
   reset();  // a slice updated in place; the rest untouched
   fusex::host::eval(Y.slice(0, 1, 3), Y.slice(0, 1, 3) * 10);
   check_values<float>("slice in place", y, M * NN, [&](std::size_t i) {
