@@ -143,7 +143,18 @@ namespace detail {
 
 #if defined(__CUDACC__)
 template <class Index, int V, class PE, class... T, class... E>
-void launch_elementwise(const PE& pe, const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs) {
+void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, cudaStream_t stream, const E&... exprs) {
+  PE pe = planned;
+  if (sizeof(Index) == 4 && pe.layout.rank == 1) {
+    // Pad to [1, n]: the kernel's two-dimension path has no per-dimension tests.
+    pe.layout.rank = 2;
+    pe.layout.extent[1] = pe.layout.extent[0];
+    pe.layout.extent[0] = 1;
+    for (auto& o : pe.ops) {
+      o.s[1] = o.s[0];
+      o.s[0] = 0;
+    }
+  }
   const elementwise_layout& L = pe.layout;
   const auto params = make_elementwise_params<Index>(L);
   const auto as = make_assignments<Index>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
@@ -236,7 +247,7 @@ void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
   const auto params = make_elementwise_params<std::uint64_t>(L);
   const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
   using seq = std::make_index_sequence<sizeof...(T)>;
-  for (std::uint64_t w = 0; w < params.work; ++w) process_items<1, 1>(as, params, w, std::uint64_t{1}, params.work, seq{});
+  for (std::uint64_t w = 0; w < params.work; ++w) process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
   }
 }
 

@@ -45,23 +45,23 @@ elementwise_params<Index> make_elementwise_params(const elementwise_layout& L) {
   return p;
 }
 
-/// The coordinates (in elements) of work item `w`.
-template <int V, class Index>
-FUSEX_HD FUSEX_FORCEINLINE coord<Index> work_coord(const elementwise_params<Index>& p, Index w) {
-  coord<Index> c;
+/// The coordinates (in elements) of work item `w`, for kernels handling R dimensions (R ==
+/// max_rank: any rank; smaller: exactly R, with rank-1 plans padded to rank 2 by the launcher).
+template <int V, int R, class Index>
+FUSEX_HD FUSEX_FORCEINLINE coord<Index, R> work_coord(const elementwise_params<Index>& p, Index w) {
+  coord<Index, R> c;
   c.rank = p.rank;
-  const int inner = p.rank - 1;
 FUSEX_UNROLL
-  for (int d = max_rank - 1; d >= 1; --d) {
-    if (d < p.rank) {
+  for (int d = R - 1; d >= 1; --d) {
+    if (R < max_rank || d < p.rank) {
       Index q, r;
       p.div[d].divmod(w, q, r);
-      // Vector plans count the inner dimension in vectors; compile-time d keeps c in registers.
-      c.c[d] = (V > 1 && d == inner) ? r * V : r;
+      c.c[d] = r;
       w = q;
     }
   }
-  c.c[0] = (V > 1 && inner == 0) ? w * V : w;
+  c.c[0] = w;
+  if constexpr (V > 1) c.c[c.last()] *= V;
   return c;
 }
 
@@ -75,19 +75,19 @@ struct assignment {
 };
 
 /// Computes work items first, first+step, ... (U of them, those below `limit`) and stores them.
-template <int V, int U, class Index, class Assignments, std::size_t... I>
+template <int V, int U, int R, class Index, class Assignments, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const elementwise_params<Index>& p, Index first,
                                               Index step, Index limit, std::index_sequence<I...>) {
   using results = cuda::std::tuple<
       vec<typename cuda::std::tuple_element_t<I, Assignments>::expr_type::compute_type, V>...>;
-  coord<Index> c[U];
+  coord<Index, R> c[U];
   results r[U];
   bool ok[U];
   if (first + static_cast<Index>(U - 1) * step < limit) {
     // Full set (the common case): no per-item branches, so all loads can be issued together.
 FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
-      c[u] = work_coord<V>(p, first + static_cast<Index>(u) * step);
+      c[u] = work_coord<V, R>(p, first + static_cast<Index>(u) * step);
       r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
 FUSEX_UNROLL
@@ -99,7 +99,7 @@ FUSEX_UNROLL
     const Index w = first + static_cast<Index>(u) * step;
     ok[u] = w < limit;
     if (ok[u]) {
-      c[u] = work_coord<V>(p, w);
+      c[u] = work_coord<V, R>(p, w);
       r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
   }
@@ -109,13 +109,13 @@ FUSEX_UNROLL
   }
 }
 
-/// Evaluates the scalar tail of a rank-1 vector plan: element `e` directly.
+/// Evaluates the scalar tail of a one-dimensional vector plan: element `e` directly.
 template <class Index, class Assignments, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, Index e, std::index_sequence<I...>) {
-  coord<Index, 2> c;  // a rank-1 plan: position 1 has stride 0 (constant indices keep c in registers)
-  c.rank = 2;
-  c.c[0] = e;
-  c.c[1] = 0;
+FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, int rank, Index e, std::index_sequence<I...>) {
+  coord<Index> c;
+  c.rank = rank;  // 1, or 2 when padded to [1, n]
+  c.c[0] = 0;
+  c.c[rank - 1] = e;
   (cuda::std::get<I>(as).out.template store<1>(c, cuda::std::get<I>(as).expr.template load<1>(c, no_context{})), ...);
 }
 
@@ -133,10 +133,8 @@ inline elementwise_tuning& elementwise_tuning_state() {
 }
 
 #if defined(__CUDACC__)
-template <class Index, int V, class Assignments>
-__global__ void __launch_bounds__(elementwise_block)
-    elementwise_kernel(const elementwise_params<Index> p, const Assignments as) {
-  pdl_begin();
+template <int R, int V, class Index, class Assignments>
+__device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Index>& p, const Assignments& as) {
   constexpr int U = elementwise_unroll;
   using seq = std::make_index_sequence<cuda::std::tuple_size<Assignments>::value>;
   const Index block_first = static_cast<Index>(blockIdx.x) * blockDim.x * U + threadIdx.x;
@@ -144,15 +142,30 @@ __global__ void __launch_bounds__(elementwise_block)
   if constexpr (V > 1) {
     if (p.vectorized) {
       for (Index first = block_first; first < p.work; first += chunk)
-        process_items<V, U>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
+        process_items<V, U, R>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
       const Index threads = static_cast<Index>(gridDim.x) * blockDim.x;
       for (Index e = p.tail_start + static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total; e += threads)
-        process_element(as, e, seq{});
+        process_element(as, p.rank, e, seq{});
       return;
     }
   }
   for (Index first = block_first; first < p.work; first += chunk)
-    process_items<1, U>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
+    process_items<1, U, R>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
+}
+
+/// 32-bit plans of rank 1 or 2 (padded to 2) take a path with exactly two dimensions: no
+/// per-dimension tests in the index arithmetic. Everything else takes the general path.
+template <class Index, int V, class Assignments>
+__global__ void __launch_bounds__(elementwise_block)
+    elementwise_kernel(const elementwise_params<Index> p, const Assignments as) {
+  pdl_begin();
+  if constexpr (sizeof(Index) == 4) {
+    if (p.rank == 2) {
+      elementwise_body<2, V>(p, as);
+      return;
+    }
+  }
+  elementwise_body<max_rank, V>(p, as);
 }
 #endif
 
