@@ -10,8 +10,10 @@
 #include <fusex/core/shape.hpp>
 #include <fusex/error.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace fusex::detail {
 
@@ -74,6 +76,38 @@ inline void check_no_self_overlap(const operand_layout& o, int index) {
   }
 }
 
+// Whether a strided layout and its translate by `delta` elements share an element: whether
+// delta = sum k_d * stride_d with |k_d| < extent_d. The layout is known not to overlap itself
+// (each stride exceeds the span of the smaller ones), so at each dimension, largest stride first,
+// only the two multiples nearest the remainder can lead to a solution.
+inline bool translate_overlaps_from(std::int64_t rem, const std::int64_t* st, const std::int64_t* ext, int n, int k) {
+  if (rem == 0) return true;
+  if (k == n) return false;
+  const std::int64_t s = st[k];
+  const std::int64_t q = rem / s;  // toward zero
+  for (std::int64_t c : {q, rem > 0 ? q + 1 : q - 1}) {
+    if (c <= -ext[k] || c >= ext[k]) continue;
+    if (translate_overlaps_from(rem - c * s, st, ext, n, k + 1)) return true;
+  }
+  return false;
+}
+inline bool translate_overlaps(std::int64_t delta, const std::int64_t* strides, const shape_t& shape) {
+  std::int64_t st[max_rank], ext[max_rank];
+  int n = 0;
+  for (int d = 0; d < shape.rank(); ++d)
+    if (shape[d] > 1 && strides[d] > 0) {
+      st[n] = strides[d];
+      ext[n] = shape[d];
+      ++n;
+    }
+  for (int i = 1; i < n; ++i)  // largest stride first
+    for (int j = i; j > 0 && st[j] > st[j - 1]; --j) {
+      std::swap(st[j], st[j - 1]);
+      std::swap(ext[j], ext[j - 1]);
+    }
+  return translate_overlaps_from(delta, st, ext, n, 0);
+}
+
 /// Plans an elementwise evaluation over `ops[0 .. n_out)` (destinations) and
 /// `ops[n_out .. n_ops)` (leaves). `vector_width` is the widest vector the element types allow
 /// (16 bytes over the largest element). Throws fusex::error on bad input.
@@ -119,11 +153,22 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
       const char* b1 = static_cast<const char*>(ops[j].data);
       const char* e1 = span_end(ops[j]);
       if (b1 >= e0 || b0 >= e1) continue;
-      bool same = j >= n_out && ops[j].data == ops[i].data && ops[j].elem_size == ops[i].elem_size;
       // A dimension of extent 1 has one index: its stride does not matter (an input [n] of a
       // destination [1, n] over the same memory is still element for element).
-      for (int d = 0; same && d < R; ++d) same = L.shape[d] == 1 || ops[j].s[d] == ops[i].s[d];
-      if (!same) {
+      bool same_layout = ops[j].elem_size == ops[i].elem_size;
+      for (int d = 0; same_layout && d < R; ++d) same_layout = L.shape[d] == 1 || ops[j].s[d] == ops[i].s[d];
+      const std::ptrdiff_t byte_delta = b1 - b0;
+      bool ok = false;
+      if (same_layout && byte_delta % ops[i].elem_size == 0) {
+        if (byte_delta == 0) {
+          ok = j >= n_out;  // element for element: an in-place update (two destinations: a race)
+        } else {
+          // Translates of one layout: they share an element only if the offset is a combination
+          // of the strides within the extents (column 0 from column 1, even from odd elements).
+          ok = !translate_overlaps(byte_delta / ops[i].elem_size, ops[i].s, L.shape);
+        }
+      }
+      if (!ok) {
         throw invalid_argument("fusex: destination " + std::to_string(i) + " (" + operand_text(ops[i]) + ") overlaps " +
                                (j < n_out ? "destination " + std::to_string(j) : "input " + std::to_string(j - n_out)) +
                                " (" + operand_text(ops[j]) + ") other than element for element; the result would race");
