@@ -54,8 +54,10 @@ template <class N>
 struct materialized { using type = N; };
 template <class Op, class... A>
 struct materialized<map_node<Op, A...>> { using type = map_node<Op, typename materialized<A>::type...>; };
+// A materialised reduction is kept in its compute type (float for float16/bfloat16 results), as
+// the row kernel keeps it, so the two strategies round alike.
 template <class Op, class C>
-struct materialized<reduce_node<Op, C>> { using type = leaf_node<typename reduce_node<Op, C>::value_type>; };
+struct materialized<reduce_node<Op, C>> { using type = leaf_node<compute_t<typename reduce_node<Op, C>::value_type>>; };
 template <class N>
 using materialized_t = typename materialized<N>::type;
 
@@ -110,7 +112,7 @@ struct host_reducer {
   std::deque<std::vector<unsigned char>> storage;
 
   template <class Op, class C>
-  leaf_node<typename reduce_node<Op, C>::value_type> operator()(const reduce_node<Op, C>& n);
+  materialized_t<reduce_node<Op, C>> operator()(const reduce_node<Op, C>& n);
 };
 
 // Device-side temporaries of one evaluation, freed (stream-ordered) when it ends.
@@ -119,7 +121,7 @@ struct device_reducer {
   std::deque<buffer<unsigned char>> storage;
 
   template <class Op, class C>
-  leaf_node<typename reduce_node<Op, C>::value_type> operator()(const reduce_node<Op, C>& n);
+  materialized_t<reduce_node<Op, C>> operator()(const reduce_node<Op, C>& n);
 };
 
 template <class C>
@@ -147,9 +149,9 @@ void leaves_in_space(const E& e, const shape_t& s, std::array<operand_layout, N>
 }
 
 template <class Op, class C>
-leaf_node<typename reduce_node<Op, C>::value_type> host_reducer::operator()(const reduce_node<Op, C>& n) {
+materialized_t<reduce_node<Op, C>> host_reducer::operator()(const reduce_node<Op, C>& n) {
   using T = typename C::value_type;
-  using R = typename reduce_node<Op, C>::value_type;
+  using R = compute_t<typename reduce_node<Op, C>::value_type>;
   const shape_t s = n.child.shape();
   const reduce_split sp = split_dims(s, n.mask);
   // The operand, evaluated densely in its compute type (float for float16/bfloat16), as the
@@ -187,9 +189,9 @@ leaf_node<typename reduce_node<Op, C>::value_type> host_reducer::operator()(cons
 template <class Index, class Op, class C>
 void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
                            const std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1>& ops,
-                           typename reduce_node<Op, C>::value_type* out, device_reducer& dr) {
+                           compute_t<typename reduce_node<Op, C>::value_type>* out, device_reducer& dr) {
   using T = typename C::value_type;
-  using R = typename reduce_node<Op, C>::value_type;
+  using R = compute_t<typename reduce_node<Op, C>::value_type>;
   using Acc = typename Op::template acc<T>;
   static_assert(sizeof(Acc) <= 32, "fusex: internal: accumulator larger than the scratch slot");
   const device_properties& dev = current_device_info();
@@ -253,8 +255,8 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
 }
 
 template <class Op, class C>
-leaf_node<typename reduce_node<Op, C>::value_type> device_reducer::operator()(const reduce_node<Op, C>& n) {
-  using R = typename reduce_node<Op, C>::value_type;
+materialized_t<reduce_node<Op, C>> device_reducer::operator()(const reduce_node<Op, C>& n) {
+  using R = compute_t<typename reduce_node<Op, C>::value_type>;
   const shape_t s = n.child.shape();
   const reduce_split sp = split_dims(s, n.mask);
   storage.emplace_back(static_cast<std::size_t>(sp.k_count) * sizeof(R), stream);
