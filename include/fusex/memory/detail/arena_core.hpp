@@ -191,14 +191,15 @@ class basic_arena : private cache_owner {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     bool found = false;
     std::uint8_t seen = st_spare;
+    // Every transition out of st_live happens here, under the shard's lock: a plain load and
+    // store suffice (no locked instruction) to let exactly one of two racing frees win.
     block* b = map_.with(a, [&](block* x) -> block* {
       if (x == nullptr) return nullptr;
       found = true;
-      std::uint8_t expect = st_live;
-      if (x->state.compare_exchange_strong(expect, st_freeing, std::memory_order_acq_rel, std::memory_order_acquire))
-        return x;
-      seen = expect;
-      return nullptr;
+      seen = x->state.load(std::memory_order_acquire);
+      if (seen != st_live) return nullptr;
+      x->state.store(st_freeing, std::memory_order_relaxed);
+      return x;
     });
     if (b == nullptr) throw_bad_free(p, bytes, alignment, found, seen);
     if (b->requested != bytes || b->alignment != alignment) {
@@ -528,7 +529,8 @@ class basic_arena : private cache_owner {
   };
   enum : std::uint8_t { st_spare, st_free, st_live, st_freeing, st_cached, st_kept, st_moving };
 
-  struct block {
+  // Cache-line aligned: threads freeing neighbouring records must not share a line.
+  struct alignas(64) block {
     std::uintptr_t addr = 0;
     std::size_t size = 0;
     block* prev_phys = nullptr;
@@ -604,7 +606,7 @@ class basic_arena : private cache_owner {
     std::uint32_t n = 0;
     cache_entry e[cache_ways];
   };
-  struct thread_cache {
+  struct alignas(64) thread_cache {
     spinlock lock;
     std::vector<cache_bin> bins;
     std::size_t bytes = 0;
