@@ -222,18 +222,17 @@ auto stddev(const X& x) {
 
 // --- composites: plain expressions, planned like any other -------------------------------------
 
-/// softmax along `axis`: exp(x - max) / sum(exp(x - max)).
+/// softmax along `axis`: exp(x - logsumexp(x)). One reduction (logsumexp keeps a running maximum
+/// and a rescaled sum, so it is stable and takes one pass over a row) and the epilogue.
 template <class X, detail::reducible<X> = 0>
 auto softmax(const X& x, int axis = -1) {
-  auto e = exp(x - amax(x, axis, keepdim));
-  return e / sum(e, axis, keepdim);
+  return exp(x - logsumexp(x, axis, keepdim));
 }
 
-/// log_softmax along `axis`: x - max - log(sum(exp(x - max))).
+/// log_softmax along `axis`: x - logsumexp(x), one reduction.
 template <class X, detail::reducible<X> = 0>
 auto log_softmax(const X& x, int axis = -1) {
-  auto shifted = x - amax(x, axis, keepdim);
-  return shifted - log(sum(exp(shifted), axis, keepdim));
+  return x - logsumexp(x, axis, keepdim);
 }
 
 /// layer_norm over the last axis: (x - mean) / sqrt(var + eps), population variance (Welford,
