@@ -82,7 +82,7 @@ inline void check_no_self_overlap(const operand_layout& o, int index) {
 // only the two multiples nearest the remainder can lead to a solution.
 inline bool translate_overlaps_from(std::int64_t rem, const std::int64_t* st, const std::int64_t* ext, int n, int k) {
   if (rem == 0) return true;
-  if (k == n) return false;
+  if (k >= n || k >= max_rank) return false;
   const std::int64_t s = st[k];
   const std::int64_t q = rem / s;  // toward zero
   for (std::int64_t c : {q, rem > 0 ? q + 1 : q - 1}) {
