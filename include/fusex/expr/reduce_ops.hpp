@@ -105,14 +105,15 @@ struct value_index {
   std::int64_t index;
 };
 
-/// Index of the maximum along the reduced axis (row-major over several axes); the first index on
-/// ties; a NaN counts as the maximum (as torch.argmax).
-struct argmax {
-  static constexpr const char* name = "argmax";
+namespace detail {
+// argmax and argmin differ only in which of two values wins. `Better` is strict; ties go to the
+// first index and a NaN beats any number (its first occurrence wins), as in PyTorch.
+template <class Better, class Extreme>
+struct arg_reduce {
   static constexpr bool needs_elements = true;
   template <class T> using acc = value_index<compute_t<T>>;
   template <class T> using result = std::int64_t;
-  template <class T> FUSEX_HD acc<T> identity() const { return {max{}.identity<T>(), -1}; }
+  template <class T> FUSEX_HD acc<T> identity() const { return {Extreme{}.template identity<T>(), -1}; }
   template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t i) const { return {x, i}; }
   template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
     if (a.index < 0) return b;
@@ -122,34 +123,29 @@ struct argmax {
       if (an && bn) return a.index < b.index ? a : b;
       return an ? a : b;
     }
-    if (a.value > b.value) return a;
-    if (b.value > a.value) return b;
+    if (Better{}(a.value, b.value)) return a;
+    if (Better{}(b.value, a.value)) return b;
     return a.index < b.index ? a : b;
   }
   template <class T> FUSEX_HD std::int64_t finish(acc<T> a, std::int64_t) const { return a.index; }
 };
+struct greater_than {
+  template <class C> FUSEX_HD bool operator()(C a, C b) const { return a > b; }
+};
+struct less_than {
+  template <class C> FUSEX_HD bool operator()(C a, C b) const { return a < b; }
+};
+}  // namespace detail
+
+/// Index of the maximum along the reduced axes (row-major over several axes); the first index on
+/// ties; a NaN counts as the maximum (as torch.argmax).
+struct argmax : detail::arg_reduce<detail::greater_than, max> {
+  static constexpr const char* name = "argmax";
+};
 
 /// Index of the minimum; first index on ties; a NaN counts as the minimum (as torch.argmin).
-struct argmin {
+struct argmin : detail::arg_reduce<detail::less_than, min> {
   static constexpr const char* name = "argmin";
-  static constexpr bool needs_elements = true;
-  template <class T> using acc = value_index<compute_t<T>>;
-  template <class T> using result = std::int64_t;
-  template <class T> FUSEX_HD acc<T> identity() const { return {min{}.identity<T>(), -1}; }
-  template <class T> FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t i) const { return {x, i}; }
-  template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
-    if (a.index < 0) return b;
-    if (b.index < 0) return a;
-    const bool an = fusex::detail::math::isnan(a.value), bn = fusex::detail::math::isnan(b.value);
-    if (an || bn) {
-      if (an && bn) return a.index < b.index ? a : b;
-      return an ? a : b;
-    }
-    if (a.value < b.value) return a;
-    if (b.value < a.value) return b;
-    return a.index < b.index ? a : b;
-  }
-  template <class T> FUSEX_HD std::int64_t finish(acc<T> a, std::int64_t) const { return a.index; }
 };
 
 /// True if any element is non-zero (false over nothing).
