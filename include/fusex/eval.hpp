@@ -181,7 +181,6 @@ void eval_device_reduce(const std::tuple<view<T>...>& dsts, cudaStream_t stream,
   if constexpr (sizeof...(T) == 1) {
     const auto& dst = std::get<0>(dsts);
     const auto& e = std::get<0>(std::forward_as_tuple(exprs...));
-    using Expr = std::decay_t<decltype(e)>;
     const shape_t es = e.shape();
     if (!broadcasts_to(es, dst.shape())) {
       throw shape_error("fusex: cannot evaluate an expression of shape " + es.str() + " into a destination of shape " +
@@ -199,7 +198,6 @@ void eval_device_reduce(const std::tuple<view<T>...>& dsts, cudaStream_t stream,
       else launch_rows<std::uint32_t, V>(ro.ops, L, dst, e, stream);
       return;
     }
-    (void)sizeof(Expr);
   }
   device_reducer dr{stream, {}};
   const auto m = std::make_tuple(materialize(exprs, dr)...);
