@@ -12,11 +12,6 @@
 #include <vector>
 
 namespace fusex_test {
-struct stream_guard {
-  cudaStream_t s{};
-  stream_guard() { FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~stream_guard() { cudaStreamDestroy(s); }
-};
 
 // Evaluates make_expr(view of x) into y on the device and compares with ref(double) elementwise.
 template <class T, class MakeExpr, class Ref>

@@ -16,23 +16,6 @@ using fusex::bfloat16;
 using fusex::half;
 using namespace fusex_test;
 
-namespace {
-
-std::size_t count_kernel_nodes(cudaGraph_t g) {
-  std::size_t n = 0;
-  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n));
-  std::size_t kernels = 0;
-  for (auto node : nodes) {
-    cudaGraphNodeType t;
-    FUSEX_CUDA_CHECK(cudaGraphNodeGetType(node, &t));
-    if (t == cudaGraphNodeTypeKernel) ++kernels;
-  }
-  return kernels;
-}
-
-}  // namespace
 
 namespace {
 struct scale_shift {

@@ -21,11 +21,6 @@ using namespace fusex_test;
 
 namespace {
 
-struct stream_guard {
-  cudaStream_t s{};
-  stream_guard() { FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~stream_guard() { cudaStreamDestroy(s); }
-};
 
 enum class kind { sum, prod, mean, max, min, argmax, argmin, any, all, l1, l2, linf, var, stddev, lse };
 
@@ -120,19 +115,6 @@ void check_reduction(const char* name, const std::vector<std::int64_t>& shape, s
   CHECK(err.empty());
 }
 
-std::size_t count_kernel_nodes(cudaGraph_t g) {
-  std::size_t n = 0;
-  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n));
-  std::size_t kernels = 0;
-  for (auto node : nodes) {
-    cudaGraphNodeType t;
-    FUSEX_CUDA_CHECK(cudaGraphNodeGetType(node, &t));
-    kernels += t == cudaGraphNodeTypeKernel;
-  }
-  return kernels;
-}
 
 }  // namespace
 

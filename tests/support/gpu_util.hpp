@@ -120,6 +120,30 @@ std::string compare(const std::vector<T>& got, const std::vector<double>& ref, d
   return "";
 }
 
+/// A non-blocking stream for one test, destroyed at scope end.
+struct stream_guard {
+  cudaStream_t s{};
+  stream_guard() { FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~stream_guard() { cudaStreamDestroy(s); }
+  stream_guard(const stream_guard&) = delete;
+  stream_guard& operator=(const stream_guard&) = delete;
+};
+
+/// Number of kernel nodes in a captured graph (the one-kernel guarantee is checked with it).
+inline std::size_t count_kernel_nodes(cudaGraph_t g) {
+  std::size_t n = 0;
+  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  FUSEX_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n));
+  std::size_t kernels = 0;
+  for (auto node : nodes) {
+    cudaGraphNodeType t;
+    FUSEX_CUDA_CHECK(cudaGraphNodeGetType(node, &t));
+    if (t == cudaGraphNodeTypeKernel) ++kernels;
+  }
+  return kernels;
+}
+
 /// Rounds a double reference to T and back (for comparing against outputs stored as T).
 template <class T>
 double round_to(double x) {
