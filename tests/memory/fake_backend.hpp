@@ -48,6 +48,8 @@ struct fake_world {
   };
   std::vector<event_info> events;
   std::uint64_t records = 0, waits = 0, capture_queries = 0, capture_violations = 0;
+  std::set<cudaStream_t> destroyed;  // streams the "user" destroyed: any call on them is a bug
+  std::uint64_t destroyed_touches = 0;
   std::set<cudaStream_t> foreign;  // streams "of another device"
   int service_streams = 0;
 
@@ -91,6 +93,7 @@ struct fake_backend {
 
   cudaError_t allocate_chunk(std::uintptr_t& out, std::size_t bytes, cudaStream_t s) {
     std::lock_guard<std::mutex> l(w->m);
+    if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
     if (w->streams[s].capturing) ++w->capture_violations;
     if (w->reserved + bytes > w->limit) {
       ++w->failed_allocs;
@@ -106,6 +109,7 @@ struct fake_backend {
   }
   void free_chunk(std::uintptr_t p, std::size_t bytes, cudaStream_t s) {
     std::lock_guard<std::mutex> l(w->m);
+    if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
     if (w->streams[s].capturing) ++w->capture_violations;
     auto it = w->chunks.find(p);
     if (it == w->chunks.end() || it->second != bytes) throw fusex::error("fake upstream: bad chunk free");
@@ -131,6 +135,7 @@ struct fake_backend {
   }
   void record_event(event_type e, cudaStream_t s) {
     std::lock_guard<std::mutex> l(w->m);
+    if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
     auto& st = w->streams[s];
     if (st.capturing) ++w->capture_violations;
     auto& ev = w->events.at(e);
@@ -143,6 +148,7 @@ struct fake_backend {
   }
   void wait_event(cudaStream_t s, event_type e) {
     std::lock_guard<std::mutex> l(w->m);
+    if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
     auto& st = w->streams[s];
     if (st.capturing) ++w->capture_violations;
     const auto& ev = w->events.at(e);
@@ -161,6 +167,7 @@ struct fake_backend {
   void destroy_service_stream(cudaStream_t) noexcept {}
   fusex::detail::capture_state capture_status(cudaStream_t s) {
     std::lock_guard<std::mutex> l(w->m);
+    if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
     ++w->capture_queries;
     const auto& st = w->streams[s];
     return fusex::detail::capture_state{st.capturing, st.capture_id};
@@ -168,6 +175,7 @@ struct fake_backend {
   bool is_thread_bound(cudaStream_t s) const noexcept { return s == cudaStreamPerThread; }
   void check_stream(cudaStream_t s) {
     std::lock_guard<std::mutex> l(w->m);
+    if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
     if (w->foreign.count(s) != 0) throw fusex::invalid_argument("fake: stream of another device");
   }
 };
@@ -187,6 +195,9 @@ inline fusex::arena_options small_options() {
   o.stats_batch_bytes = 0;
   o.capture = fusex::capture_check::announced;
   o.thorough_checks = true;
+  // Most host tests check the lazy hand-off protocol (record at the hand-off, thread caches);
+  // the record-at-free default has its own tests.
+  o.free_events = fusex::free_event::lazy;
   return o;
 }
 

@@ -545,6 +545,39 @@ TEST_CASE("arena: forget_stream records once and never touches the stream again"
   a.release();
 }
 
+TEST_CASE("arena: with events at the free (the default) a stream may be destroyed right after its frees",
+          "[memory][host]") {
+  fusex::arena_options o = small_options();
+  o.free_events = fusex::free_event::at_free;
+  o.initial_chunk_bytes = 2 * MiB;
+  fake_arena a(fake_backend{}, o);
+  auto w = a.backend().w;
+  const cudaStream_t A = fake_stream(1), B = fake_stream(2), C = fake_stream(3);
+  void* p = a.allocate_async(1 * MiB, 256, A);
+  void* r = a.allocate_async(512 * 1024, 256, A);
+  a.record_stream(r, C);  // used on C too
+  w->advance(A, 4);
+  w->advance(C, 2);
+  const std::uint64_t free_a = w->pos(A), free_c = w->pos(C);
+  a.deallocate_async(p, 1 * MiB, 256, A);
+  a.deallocate_async(r, 512 * 1024, 256, A);
+  CHECK(w->records >= 2);  // at the frees, on A and on C
+  // cudaStreamDestroy(A) and (C) without telling the arena.
+  w->destroyed.insert(A);
+  w->destroyed.insert(C);
+  void* q = a.allocate_async(1 * MiB, 256, B);
+  CHECK(q == p);  // reused through the events recorded at the free
+  CHECK(w->ordered_after(B, A, free_a));
+  void* q2 = a.allocate_async(512 * 1024, 256, B);
+  CHECK(w->ordered_after(B, C, free_c));
+  a.deallocate_async(q, 1 * MiB, 256, B);
+  a.deallocate_async(q2, 512 * 1024, 256, B);
+  a.trim();
+  CHECK(a.stats().chunks == 0);
+  CHECK(w->destroyed_touches == 0);
+  CHECK(a.validate().empty());
+}
+
 TEST_CASE("arena: the per-thread default stream is keyed by thread", "[memory][host]") {
   fusex::arena_options o = small_options();
   o.initial_chunk_bytes = 2 * MiB;

@@ -37,6 +37,18 @@ enum class capture_check {
   always,
 };
 
+/// When the arena records the event that orders a freed block's reuse on other streams.
+enum class free_event {
+  /// On the freeing stream at the free (one cudaEventRecord per deallocation, as RMM does): the
+  /// arena never touches the stream again, so it may be destroyed right after the free. The
+  /// default: users destroy streams without telling their allocator.
+  at_free,
+  /// Only when a block is handed to another stream: deallocation makes no CUDA call and the
+  /// thread caches serve same-stream reuse, but every stream that freed memory into the arena
+  /// must be announced with arena::forget_stream before cudaStreamDestroy.
+  lazy,
+};
+
 /// Tuning of fusex::arena. The defaults suit a device arena of a training or inference process.
 struct arena_options {
   /// Source of chunks.
@@ -60,6 +72,8 @@ struct arena_options {
   /// Threads publish their in-use byte count to the shared counter once it moved by this much
   /// (0: on every call, exact peak). Bounds the error of peak_bytes_in_use to this much per thread.
   std::size_t stats_batch_bytes = std::size_t{4} << 20;
+  /// When the event covering a free is recorded (see free_event).
+  free_event free_events = free_event::at_free;
   /// When capture status is queried (see capture_check).
   capture_check capture = FUSEX_MEMORY_DEBUG ? capture_check::always : capture_check::announced;
   /// Thorough checks on every call (the stream's device on allocate and deallocate). Cheap checks

@@ -219,7 +219,9 @@ class basic_arena : private cache_owner {
       b->state.store(st_live, std::memory_order_release);
       throw;
     }
-    if (!cap.active && cacheable(b, stream)) {
+    // With events recorded at the free, the free takes the shared path (the record needs the
+    // stream's state, under the lock); the thread caches then only hold nothing.
+    if (!cap.active && opts_.free_events == free_event::lazy && cacheable(b, stream)) {
       thread_cache* c = my_cache();
       {
         spin_guard g(c->lock);
@@ -1185,7 +1187,7 @@ class basic_arena : private cache_owner {
       stream_state* st = state_for(stream);
       deps.push_back(dep{st, tick(st)});
       ++st->refs;
-      if (st->thread_bound) record_now(st);
+      if (st->thread_bound || opts_.free_events == free_event::at_free) record_now(st);
     }
     insert_free(p, b, home, std::move(deps));
     if (out != nullptr) *out = b;
@@ -1420,7 +1422,12 @@ class basic_arena : private cache_owner {
       ++u->refs;
     }
     clear_uses(b);
-    if (st->thread_bound) record_now(st);
+    if (opts_.free_events == free_event::at_free) {
+      // Recorded now, while the streams are known to be alive: no later call touches them.
+      for (const dep& d : deps) record_now(d.s);
+    } else if (st->thread_bound) {
+      record_now(st);
+    }
     if (!owner->eager) owner->in_use -= req;
     insert_free(*owner, b, st, std::move(deps));
     ++counters_.deallocations;
