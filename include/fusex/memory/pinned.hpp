@@ -129,7 +129,7 @@ class pinned_host_resource {
   }
 
   /// Returns the cached blocks whose pending work is done to the system; returns the bytes freed.
-  std::size_t trim() { return release_cached(false); }
+  std::size_t trim() { return release_cached(true); }
 
   /// A snapshot of the statistics.
   pinned_stats stats() const {
