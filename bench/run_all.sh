@@ -13,7 +13,7 @@ fi
 out=${FUSEX_BENCH_OUT:-bench/results}
 mkdir -p "$out"
 stamp=$(date -u +%Y-%m-%d)
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${FUSEX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 status=0
 for exe in $(find "$build/bench" -maxdepth 2 -type f -name 'bench_*' -perm -u+x | sort); do
   name=$(basename "$exe")
