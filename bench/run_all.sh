@@ -17,6 +17,8 @@ commit=${FUSEX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 status=0
 for exe in $(find "$build/bench" -maxdepth 2 -type f -name 'bench_*' -perm -u+x | sort); do
   name=$(basename "$exe")
+  # FUSEX_BENCH_ONLY: an extended regex of program names to run (default: all).
+  if [ -n "${FUSEX_BENCH_ONLY:-}" ] && ! [[ "$name" =~ ${FUSEX_BENCH_ONLY} ]]; then continue; fi
   echo "=== $name"
   "$exe" --benchmark_out="$out/$name-$stamp-$commit.json" --benchmark_out_format=json \
     --benchmark_context=commit="$commit" ${FUSEX_BENCH_ARGS:-} || status=1
