@@ -1,0 +1,95 @@
+#pragma once
+/// \file
+/// The path chooser: fusex's own GEMM kernel (small M, the launch-bound regime) or cuBLASLt.
+/// A threshold table by dtype, to be tuned from H200 measurements (bench/matmul, case (c) and
+/// the small-M sweep); settable at run time. Pure host code.
+
+#include <fusex/config.hpp>
+#include <fusex/matmul/node.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace fusex {
+
+/// Thresholds of the path chooser (docs/matmul.md, "Choosing a path"). For each dtype class the
+/// fusex kernel is chosen when M <= m_always, or when M <= m_max and N*K <= nk_max (weights small
+/// enough that the launch, not the math, dominates); cuBLASLt otherwise.
+///
+/// Initial values are estimates, not measurements: the fusex kernel computes on CUDA cores and
+/// reads the weights once at full bandwidth, so it should win wherever cuBLASLt's tensor cores
+/// cannot be fed (tiny M) or its launch and host overheads dominate (small N*K). Tune them from
+/// bench_matmul's small-M sweep on the H200.
+struct matmul_chooser_settings {
+  std::int64_t fp32_m_always = 16;                 ///< float32: always the fusex kernel up to this M
+  std::int64_t fp32_m_max = 64;                    ///< float32: fusex kernel up to this M ...
+  std::int64_t fp32_nk_max = std::int64_t{1} << 24;  ///< ... when N*K is at most this
+  std::int64_t half_m_always = 4;                  ///< float16/bfloat16: always fusex up to this M
+  std::int64_t half_m_max = 64;                    ///< float16/bfloat16: fusex up to this M ...
+  std::int64_t half_nk_max = std::int64_t{1} << 20;  ///< ... when N*K is at most this
+  /// The largest workspace cuBLASLt may use per call (32 MiB is what cuBLAS itself uses on Hopper).
+  std::size_t max_workspace_bytes = std::size_t{32} << 20;
+};
+
+namespace detail {
+struct chooser_state {
+  std::atomic<std::int64_t> v[7];
+  chooser_state() { store(matmul_chooser_settings{}); }
+  void store(const matmul_chooser_settings& s) {
+    v[0] = s.fp32_m_always;
+    v[1] = s.fp32_m_max;
+    v[2] = s.fp32_nk_max;
+    v[3] = s.half_m_always;
+    v[4] = s.half_m_max;
+    v[5] = s.half_nk_max;
+    v[6] = static_cast<std::int64_t>(s.max_workspace_bytes);
+  }
+  matmul_chooser_settings load() const {
+    matmul_chooser_settings s;
+    s.fp32_m_always = v[0];
+    s.fp32_m_max = v[1];
+    s.fp32_nk_max = v[2];
+    s.half_m_always = v[3];
+    s.half_m_max = v[4];
+    s.half_nk_max = v[5];
+    s.max_workspace_bytes = static_cast<std::size_t>(v[6].load());
+    return s;
+  }
+};
+inline chooser_state& chooser() {
+  static chooser_state s;
+  return s;
+}
+}  // namespace detail
+
+/// The chooser's current thresholds.
+inline matmul_chooser_settings matmul_chooser() { return detail::chooser().load(); }
+/// Replaces the chooser's thresholds (takes effect for later evaluations; thread-safe, each field
+/// atomically).
+inline void set_matmul_chooser(const matmul_chooser_settings& s) { detail::chooser().store(s); }
+
+namespace detail {
+/// Whether the chooser picks the fusex kernel for a product of these dimensions; `why` gets the
+/// rule that decided (static text).
+inline bool choose_fusex_kernel(const char* dtype, const gemm_dims& g, const matmul_chooser_settings& s,
+                                const char*& why) {
+  const bool fp32 = std::strcmp(dtype, "float32") == 0;
+  const std::int64_t m_always = fp32 ? s.fp32_m_always : s.half_m_always;
+  const std::int64_t m_max = fp32 ? s.fp32_m_max : s.half_m_max;
+  const std::int64_t nk_max = fp32 ? s.fp32_nk_max : s.half_nk_max;
+  if (g.m <= m_always) {
+    why = "M is at most the chooser's m_always for this dtype";
+    return true;
+  }
+  if (g.m <= m_max && g.n * g.k <= nk_max) {
+    why = "M is at most the chooser's m_max and N*K at most its nk_max for this dtype";
+    return true;
+  }
+  why = g.m > m_max ? "M is above the chooser's m_max for this dtype" : "N*K is above the chooser's nk_max for this dtype";
+  return false;
+}
+}  // namespace detail
+
+}  // namespace fusex

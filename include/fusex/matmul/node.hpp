@@ -1,0 +1,253 @@
+#pragma once
+/// \file
+/// The matmul expression node and the tree utilities the matmul evaluation needs: counting and
+/// finding the one matmul node of an epilogue tree, and replacing it by a leaf (a temporary).
+/// Part of <fusex/matmul.hpp>; needs no cuBLAS.
+
+#include <fusex/config.hpp>
+#include <fusex/core/dtype.hpp>
+#include <fusex/core/shape.hpp>
+#include <fusex/core/view.hpp>
+#include <fusex/error.hpp>
+#include <fusex/expr/node.hpp>
+#include <fusex/expr/reduce.hpp>
+
+#include <cuda/std/tuple>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace fusex {
+
+/// Which implementation computes a matmul (see docs/matmul.md, "Choosing a path").
+enum class matmul_path {
+  automatic,  ///< the chooser decides by shape and dtype (default)
+  cublaslt,   ///< always cuBLASLt (one fused call, or GEMM + one elementwise kernel)
+  fusex       ///< always fusex's own GEMM kernel with the epilogue inlined (made for M <= 64)
+};
+
+/// Per-matmul options, passed to fusex::matmul and fusex::linear.
+struct matmul_options {
+  /// float32 operands: let cuBLASLt use TF32 tensor cores (10-bit mantissa products). Off by
+  /// default, so float32 results are float32-accurate unless the caller opts in.
+  bool allow_tf32 = false;
+  /// Overrides the path chooser for this matmul.
+  matmul_path path = matmul_path::automatic;
+};
+
+namespace detail {
+template <class T>
+inline constexpr bool is_matmul_dtype_v = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+/// Dimensions of one (possibly batched) matrix product: a [batch?, M, K] times b [batch?, K, N].
+struct gemm_dims {
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool batched = false;  ///< the result is rank 3 [batch, M, N]
+};
+
+// A rank-2 or rank-3 operand's matrix extents and strides (batch stride 0 when it has no batch).
+struct matrix_layout {
+  std::int64_t batch = 1, rows = 0, cols = 0;
+  std::int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
+};
+template <class T>
+matrix_layout matrix_of(const view<T>& v) {
+  matrix_layout L;
+  const int r = v.rank();
+  L.rows = v.shape()[r - 2];
+  L.cols = v.shape()[r - 1];
+  L.row_stride = v.strides()[r - 2];
+  L.col_stride = v.strides()[r - 1];
+  if (r == 3) {
+    L.batch = v.shape()[0];
+    L.batch_stride = L.batch == 1 ? 0 : v.strides()[0];
+  }
+  return L;
+}
+
+inline std::string operand_desc(const char* dtype, const shape_t& s, const strides_t& st) {
+  return std::string(dtype) + " " + s.str() + " strides " + st.str();
+}
+
+/// Checks the operands of a product and returns its dimensions; throws fusex::shape_error naming
+/// both operands when ranks, inner dimensions or batch dimensions do not match.
+template <class T>
+gemm_dims check_gemm(const char* who, const view<const T>& a, const view<const T>& b) {
+  auto both = [&] {
+    return operand_desc(dtype_name<T>(), a.shape(), a.strides()) + " and " +
+           operand_desc(dtype_name<T>(), b.shape(), b.strides());
+  };
+  if (a.rank() < 2 || a.rank() > 3 || b.rank() < 2 || b.rank() > 3) {
+    throw shape_error(std::string("fusex::") + who + ": operands must be 2-D matrices or 3-D batches of matrices; got " +
+                      both());
+  }
+  const matrix_layout la = matrix_of(a), lb = matrix_of(b);
+  if (la.cols != lb.rows) {
+    throw shape_error(std::string("fusex::") + who + ": inner dimensions do not match (" + std::to_string(la.cols) +
+                      " vs " + std::to_string(lb.rows) + "): " + both());
+  }
+  gemm_dims g;
+  g.m = la.rows;
+  g.n = lb.cols;
+  g.k = la.cols;
+  g.batched = a.rank() == 3 || b.rank() == 3;
+  if (la.batch != lb.batch && la.batch != 1 && lb.batch != 1) {
+    throw shape_error(std::string("fusex::") + who + ": batch dimensions do not match (" + std::to_string(la.batch) +
+                      " vs " + std::to_string(lb.batch) + "): " + both());
+  }
+  g.batch = la.batch == 1 ? lb.batch : la.batch;  // a batch of 1 broadcasts (also to 0)
+  return g;
+}
+}  // namespace detail
+
+/// A matrix product a x b as an expression node: a [M, K] or [B, M, K], b [K, N] or [B, K, N]
+/// (a batch of 1 broadcasts). Its value type is the operands' type; products accumulate in
+/// float32, and the result stays in float32 through the rest of the expression (the epilogue)
+/// until it is stored, as every fusex intermediate does. Build it with fusex::matmul.
+template <class T>
+struct matmul_node : detail::expr_base {
+  static_assert(detail::is_matmul_dtype_v<T>,
+                "fusex::matmul: operands must be float, fusex::half or fusex::bfloat16 (float32 accumulation)");
+  using value_type = T;
+  /// The operands are not elementwise leaves: an epilogue's leaves are the other views.
+  static constexpr int leaf_count = 0;
+  static constexpr int reduce_count = 0;
+
+  view<const T> a;
+  view<const T> b;
+  matmul_options options;
+  detail::gemm_dims dims;
+
+  matmul_node(view<const T> a_, view<const T> b_, matmul_options o, const char* who = "matmul")
+      : a(a_), b(b_), options(o), dims(detail::check_gemm<T>(who, a_, b_)) {}
+
+  /// [M, N], or [batch, M, N] when an operand is batched.
+  shape_t shape() const {
+    if (dims.batched) return shape_t{dims.batch, dims.m, dims.n};
+    return shape_t{dims.m, dims.n};
+  }
+  template <class F>
+  void visit_leaves(F&) const {}
+};
+
+namespace detail {
+// --- counting matmul nodes ---------------------------------------------------------------------
+template <class N>
+struct matmul_count_of { static constexpr int value = 0; };
+template <class T>
+struct matmul_count_of<matmul_node<T>> { static constexpr int value = 1; };
+template <class Op, class... A>
+struct matmul_count_of<map_node<Op, A...>> { static constexpr int value = (0 + ... + matmul_count_of<A>::value); };
+template <class Op, class C>
+struct matmul_count_of<reduce_node<Op, C>> { static constexpr int value = matmul_count_of<C>::value; };
+/// Number of matmul nodes in an expression type.
+template <class E>
+inline constexpr int matmul_count_v = matmul_count_of<std::decay_t<E>>::value;
+
+// --- the matmul node's type and the node itself --------------------------------------------------
+template <class N>
+struct matmul_type_of { using type = void; };
+template <class T>
+struct matmul_type_of<matmul_node<T>> { using type = matmul_node<T>; };
+template <class A, class... R>
+struct first_non_void { using type = std::conditional_t<std::is_void_v<A>, typename first_non_void<R...>::type, A>; };
+template <class A>
+struct first_non_void<A> { using type = A; };
+template <class Op, class... A>
+struct matmul_type_of<map_node<Op, A...>> { using type = typename first_non_void<typename matmul_type_of<A>::type...>::type; };
+template <class Op, class C>
+struct matmul_type_of<reduce_node<Op, C>> { using type = typename matmul_type_of<C>::type; };
+/// The matmul_node<T> type inside an expression type (void when there is none).
+template <class E>
+using matmul_type_t = typename matmul_type_of<std::decay_t<E>>::type;
+
+template <class M, class T>
+void find_matmul_impl(const leaf_node<T>&, const M*&) {}
+template <class M, class T>
+void find_matmul_impl(const scalar_node<T>&, const M*&) {}
+template <class M>
+void find_matmul_impl(const M& n, const M*& out) { out = &n; }
+template <class M, class Op, class C>
+void find_matmul_impl(const reduce_node<Op, C>& n, const M*& out);
+template <class M, class Op, class... A>
+void find_matmul_impl(const map_node<Op, A...>& n, const M*& out);
+template <class M, class Op, class C>
+void find_matmul_impl(const reduce_node<Op, C>& n, const M*& out) {
+  find_matmul_impl(n.child, out);
+}
+template <class M, class Op, class... A, std::size_t... I>
+void find_matmul_children(const map_node<Op, A...>& n, const M*& out, std::index_sequence<I...>) {
+  (find_matmul_impl(cuda::std::get<I>(n.args), out), ...);
+}
+template <class M, class Op, class... A>
+void find_matmul_impl(const map_node<Op, A...>& n, const M*& out) {
+  find_matmul_children(n, out, std::index_sequence_for<A...>{});
+}
+/// The one matmul node of an expression.
+template <class E>
+const matmul_type_t<E>& find_matmul(const E& e) {
+  const matmul_type_t<E>* p = nullptr;
+  find_matmul_impl(e, p);
+  return *p;
+}
+
+// --- replacing the matmul node by a leaf ---------------------------------------------------------
+template <class N, class L>
+struct with_leaf { using type = N; };
+template <class T, class L>
+struct with_leaf<matmul_node<T>, L> { using type = L; };
+template <class Op, class... A, class L>
+struct with_leaf<map_node<Op, A...>, L> { using type = map_node<Op, typename with_leaf<A, L>::type...>; };
+template <class Op, class C, class L>
+struct with_leaf<reduce_node<Op, C>, L> { using type = reduce_node<Op, typename with_leaf<C, L>::type>; };
+/// The expression type with its matmul node replaced by the leaf type L.
+template <class E, class L>
+using with_leaf_t = typename with_leaf<E, L>::type;
+
+template <class L, class T>
+leaf_node<T> replace_matmul(const leaf_node<T>& n, const L&) {
+  return n;
+}
+template <class L, class T>
+scalar_node<T> replace_matmul(const scalar_node<T>& n, const L&) {
+  return n;
+}
+template <class L, class T>
+L replace_matmul(const matmul_node<T>&, const L& leaf) {
+  return leaf;
+}
+template <class L, class Op, class... A>
+with_leaf_t<map_node<Op, A...>, L> replace_matmul(const map_node<Op, A...>& n, const L& leaf);
+template <class L, class Op, class C>
+with_leaf_t<reduce_node<Op, C>, L> replace_matmul(const reduce_node<Op, C>& n, const L& leaf) {
+  auto child = replace_matmul(n.child, leaf);
+  return with_leaf_t<reduce_node<Op, C>, L>(n.op, child, n.mask, n.keep);
+}
+template <class L, class Op, class... A, std::size_t... I>
+with_leaf_t<map_node<Op, A...>, L> replace_matmul_map(const map_node<Op, A...>& n, const L& leaf, std::index_sequence<I...>) {
+  return with_leaf_t<map_node<Op, A...>, L>{n.op, replace_matmul(cuda::std::get<I>(n.args), leaf)...};
+}
+template <class L, class Op, class... A>
+with_leaf_t<map_node<Op, A...>, L> replace_matmul(const map_node<Op, A...>& n, const L& leaf) {
+  return replace_matmul_map(n, leaf, std::index_sequence_for<A...>{});
+}
+
+// A 2-D or 3-D view of any supported element type as a view of const T (operands of matmul).
+template <class X>
+auto as_matmul_operand(const X& x) {
+  using D = std::decay_t<X>;
+  if constexpr (is_view<D>::value) {
+    return view<const typename D::value_type>(x);
+  } else if constexpr (is_tensor<D>::value) {
+    return view<const typename D::value_type>(x.view());
+  } else {
+    static_assert(is_view<D>::value || is_tensor<D>::value,
+                  "fusex::matmul / fusex::linear: operands must be fusex::view or fusex::tensor (matrices)");
+    return view<const float>();
+  }
+}
+}  // namespace detail
+
+}  // namespace fusex
