@@ -15,4 +15,5 @@
 #include <fusex/graph/graph.hpp>
 #include <fusex/memory/buffer.hpp>
 #include <fusex/memory/resource.hpp>
+#include <fusex/monitor.hpp>
 #include <fusex/version.hpp>

@@ -6,6 +6,7 @@
 /// monitor).
 
 #include <fusex/config.hpp>
+#include <fusex/detail/launch_hook.hpp>
 #include <fusex/error.hpp>
 
 #include <cuda_runtime_api.h>
@@ -105,6 +106,7 @@ void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 
     (void)cudaGetLastError();
     throw cuda_error(err, what, __FILE__, __LINE__);
   }
+  note_launch();  // fusex::launch_monitor
 }
 
 }  // namespace fusex::detail

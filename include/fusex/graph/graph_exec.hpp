@@ -3,6 +3,7 @@
 /// fusex::graph_exec: an instantiated CUDA graph made by fusex::graph_capture, with the
 /// graph-private memory its replays use. Move-only.
 
+#include <fusex/detail/launch_hook.hpp>
 #include <fusex/error.hpp>
 #include <fusex/graph/capture_memory.hpp>
 #include <fusex/graph/capture_rules.hpp>
@@ -160,6 +161,7 @@ class graph_exec {
       throw cuda_error(err, "cudaGraphLaunch(exec, stream)", __FILE__, __LINE__);
     }
     ++launches_;
+    detail::note_graph_launch();  // fusex::launch_monitor
   }
 
   /// Uploads the graph to the device ahead of its first launch (optional; the first launch does it
