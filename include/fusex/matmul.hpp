@@ -93,13 +93,15 @@ template <class D, class T, std::enable_if_t<!detail::is_outputs<D>::value, int>
 void eval(const D& dst, const matmul_node<T>& expr, cudaStream_t stream) {
   detail::eval_matmul_device(detail::as_destination(dst), expr, stream);
 }
-/// \copydoc eval(const D&, const matmul_node<T>&, cudaStream_t)
+/// Evaluates an elementwise expression around one matmul (its epilogue) into `dst` on `stream`;
+/// as eval of a matmul_node.
 template <class D, class Op, class... A,
           std::enable_if_t<!detail::is_outputs<D>::value && (detail::matmul_count_v<map_node<Op, A...>> > 0), int> = 0>
 void eval(const D& dst, const map_node<Op, A...>& expr, cudaStream_t stream) {
   detail::eval_matmul_device(detail::as_destination(dst), expr, stream);
 }
-/// \copydoc eval(const D&, const matmul_node<T>&, cudaStream_t)
+/// Evaluates an elementwise expression around one matmul (its epilogue) into `dst` on `stream`;
+/// as eval of a matmul_node.
 template <class D, class Op, class C,
           std::enable_if_t<!detail::is_outputs<D>::value && (detail::matmul_count_v<reduce_node<Op, C>> > 0), int> = 0>
 void eval(const D& dst, const reduce_node<Op, C>& expr, cudaStream_t stream) {
@@ -112,13 +114,13 @@ template <class D, class T, std::enable_if_t<!detail::is_outputs<D>::value, int>
 std::string explain(const D& dst, const matmul_node<T>& expr) {
   return detail::explain_matmul(detail::as_destination(dst), expr);
 }
-/// \copydoc explain(const D&, const matmul_node<T>&)
+/// The plan of evaluating an expression around one matmul into `dst`; as explain of a matmul_node.
 template <class D, class Op, class... A,
           std::enable_if_t<!detail::is_outputs<D>::value && (detail::matmul_count_v<map_node<Op, A...>> > 0), int> = 0>
 std::string explain(const D& dst, const map_node<Op, A...>& expr) {
   return detail::explain_matmul(detail::as_destination(dst), expr);
 }
-/// \copydoc explain(const D&, const matmul_node<T>&)
+/// The plan of evaluating an expression around one matmul into `dst`; as explain of a matmul_node.
 template <class D, class Op, class C,
           std::enable_if_t<!detail::is_outputs<D>::value && (detail::matmul_count_v<reduce_node<Op, C>> > 0), int> = 0>
 std::string explain(const D& dst, const reduce_node<Op, C>& expr) {

@@ -156,9 +156,11 @@ struct graph_cache_stats {
 };
 
 /// The bookkeeping of a graph cache over any executable type. `Policy` provides
-///   template <class Work> Exec capture(cudaStream_t, Work&);   // warm up, capture, return
-///   void launch(Exec&, cudaStream_t);
-///   std::size_t memory_bytes(const Exec&) const;
+///
+///     template <class Work> Exec capture(cudaStream_t, Work&);   // warm up, capture, return
+///     void launch(Exec&, cudaStream_t);
+///     std::size_t memory_bytes(const Exec&) const;
+///
 /// Not thread-safe: use one cache per thread (or lock around it).
 template <class Key, class Exec, class Policy, class Hash = std::hash<Key>, class Eq = std::equal_to<Key>>
 class basic_graph_cache {
