@@ -311,7 +311,8 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
     if (R.ok) {
       out += "fusex plan: 1 kernel (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " +
              std::to_string(R.cols) + " columns, " + std::to_string(R.tpr) + " threads per row, " +
-             std::to_string(reds.size()) + " pass(es) over each row then the " +
+             std::to_string(reduction_depth<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value) +
+             " pass(es) over each row (" + std::to_string(reds.size()) + " reduction(s); those of one nesting level share a pass) then the " +
              (R.full_dest ? "epilogue over the row" : "one value per row") + ", " +
              (R.vector_width > 1 ? "vector width " + std::to_string(R.vector_width) : std::string("scalar accesses")) +
              (R.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n");

@@ -570,7 +570,14 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     CHECK(contains(plan, "epilogue over the row"));
     CHECK(contains(plan, "mean over axes [1] keepdim -> float32"));
     CHECK(contains(plan, "var over axes [1] keepdim -> float32"));
-    CHECK(contains(plan, "2 pass(es)"));
+    CHECK(contains(plan, "1 pass(es) over each row (2 reduction(s)"));  // mean and var share the pass
+  }
+  {
+    // Written by hand, softmax nests: the max is needed before the sum of exponentials.
+    const auto m = fusex::max(xv, -1, fusex::keepdim);
+    const std::string plan = fusex::explain(ov, fusex::exp(xv - m) / fusex::sum(fusex::exp(xv - m), -1, fusex::keepdim));
+    INFO(plan);
+    CHECK(contains(plan, "2 pass(es) over each row (3 reduction(s)"));
   }
   {
     const std::string plan = fusex::explain(per_row.view(fusex::shape_t{8}), fusex::sqrt(fusex::sum(xv * xv, -1)));

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace fusex::detail {
 
@@ -91,25 +92,26 @@ __device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int
 
 inline constexpr int reduce_scratch_bytes = 32 * 32;  // one accumulator (<= 32 bytes) per warp
 
-template <int W, class Index, class Reduce>
-__device__ FUSEX_FORCEINLINE void row_pass(const Reduce& r, const row_params<Index>& p, Index row, bool active, int lane,
-                                           row_context ctx, std::uint64_t* slots, unsigned char* scratch) {
-  using T = typename Reduce::input_type;
-  using Acc = typename decltype(r.op)::template acc<T>;
+template <class R>
+using row_acc_t = typename R::op_type::template acc<typename R::input_type>;
+
+// Folds element `j * W + l` of the row into one reduction's accumulator.
+template <int W, class Index, class R, class Acc>
+__device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j,
+                                                 row_context ctx) {
+  using T = typename R::input_type;
+  const auto v = r.child.template load<W>(c, ctx);
+  FUSEX_UNROLL
+  for (int l = 0; l < W; ++l)
+    acc = r.op.template combine<T>(acc, r.op.template lift<T>(v.v[l], static_cast<std::int64_t>(j * W + static_cast<Index>(l))));
+}
+
+// Combines one reduction's accumulator over the group and publishes the result in its slot.
+template <class Index, class R, class Acc>
+__device__ FUSEX_FORCEINLINE void row_publish(const R& r, Acc acc, const row_params<Index>& p, bool active, int lane,
+                                              std::uint64_t* slots, unsigned char* scratch) {
+  using T = typename R::input_type;
   auto combine = [&](const Acc& a, const Acc& b) { return r.op.template combine<T>(a, b); };
-  Acc acc = r.op.template identity<T>();
-  if (active) {
-    for (Index j = static_cast<Index>(lane); j < p.cols / W; j += static_cast<Index>(p.tpr)) {
-      coord<Index, 2> c;
-      c.rank = 2;
-      c.c[0] = row;
-      c.c[1] = j * W;
-      const auto v = r.child.template load<W>(c, ctx);
-      FUSEX_UNROLL
-      for (int l = 0; l < W; ++l)
-        acc = combine(acc, r.op.template lift<T>(v.v[l], static_cast<std::int64_t>(j * W + static_cast<Index>(l))));
-    }
-  }
   acc = group_reduce(acc, combine, p.tpr, reinterpret_cast<Acc*>(scratch));
   if (active && lane == 0) {
     const auto out = r.op.template finish<T>(acc, static_cast<std::int64_t>(p.cols));
@@ -117,9 +119,44 @@ __device__ FUSEX_FORCEINLINE void row_pass(const Reduce& r, const row_params<Ind
     memcpy(&bits, &out, sizeof(out));
     slots[r.slot] = bits;
   }
-  __syncthreads();  // the result is visible to the whole group before the next pass reads it
 }
 
+/// One pass over the row for every reduction of one nesting level (`rs`: pointers to them): each
+/// element is loaded once for all of them, so mean and variance, or max and sum of the same
+/// operand, cost one read of the row.
+template <int W, class Index, class... R, std::size_t... I>
+__device__ FUSEX_FORCEINLINE void row_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
+                                           bool active, int lane, row_context ctx, std::uint64_t* slots,
+                                           unsigned char* scratch, std::index_sequence<I...>) {
+  cuda::std::tuple<row_acc_t<R>...> acc{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
+  if (active) {
+    for (Index j = static_cast<Index>(lane); j < p.cols / W; j += static_cast<Index>(p.tpr)) {
+      coord<Index, 2> c;
+      c.rank = 2;
+      c.c[0] = row;
+      c.c[1] = j * W;
+      (row_accumulate<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
+    }
+  }
+  (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), p, active, lane, slots, scratch), ...);
+  __syncthreads();  // the results are visible to the whole group before the next pass reads them
+}
+
+template <int W, int L, class Index, class Expr>
+__device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_params<Index>& p, Index row, bool active,
+                                                 int lane, row_context ctx, std::uint64_t* slots, unsigned char* scratch) {
+  const auto rs = gather_level<L>(expr);
+  row_pass<W>(rs, p, row, active, lane, ctx, slots, scratch,
+              std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{});
+}
+
+/// The passes of the row kernel: one per nesting level of reductions, innermost first.
+template <int W, class Index, class Expr, int... L>
+__device__ FUSEX_FORCEINLINE void row_passes(const Expr& expr, const row_params<Index>& p, Index row, bool active, int lane,
+                                             row_context ctx, std::uint64_t* slots, unsigned char* scratch,
+                                             std::integer_sequence<int, L...>) {
+  (row_level_pass<W, L>(expr, p, row, active, lane, ctx, slots, scratch), ...);
+}
 template <int W, class Index, class Out, class Expr>
 __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const Out& out, const Expr& expr, Index row,
                                                int lane, row_context ctx) {
@@ -137,8 +174,9 @@ __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const
   }
 }
 
-/// One group of p.tpr threads per row: a pass over the row for each reduction (post-order, so a
-/// reduction may use those inside it), then the epilogue over the row (or one value per row).
+/// One group of p.tpr threads per row: a pass over the row per nesting level of reductions
+/// (innermost first, so a reduction may use those inside it), then the epilogue over the row (or
+/// one value per row).
 template <class Index, int V, class Out, class Expr>
 __global__ void __launch_bounds__(1024) row_kernel(const row_params<Index> p, const Out out, const Expr expr) {
   pdl_begin();
@@ -148,21 +186,20 @@ __global__ void __launch_bounds__(1024) row_kernel(const row_params<Index> p, co
   const int lane = static_cast<int>(threadIdx.x) % p.tpr;
   std::uint64_t* slots = row_slots + group * p.n_slots;
   const row_context ctx{slots};
+  using levels = std::make_integer_sequence<int, reduction_depth<Expr>::value>;
   for (Index row0 = static_cast<Index>(blockIdx.x) * p.rows_per_block; row0 < p.rows;
        row0 += static_cast<Index>(gridDim.x) * p.rows_per_block) {
     const Index row = row0 + static_cast<Index>(group);
     const bool active = row < p.rows;
     if constexpr (V > 1) {
       if (p.vectorized) {
-        auto pass = [&](const auto& r) { row_pass<V>(r, p, row, active, lane, ctx, slots, scratch); };
-        expr.visit_reductions(pass);
+        row_passes<V>(expr, p, row, active, lane, ctx, slots, scratch, levels{});
         if (active) row_epilogue<V>(p, out, expr, row, lane, ctx);
         __syncthreads();
         continue;
       }
     }
-    auto pass = [&](const auto& r) { row_pass<1>(r, p, row, active, lane, ctx, slots, scratch); };
-    expr.visit_reductions(pass);
+    row_passes<1>(expr, p, row, active, lane, ctx, slots, scratch, levels{});
     if (active) row_epilogue<1>(p, out, expr, row, lane, ctx);
     __syncthreads();  // slots are reused by the next row
   }

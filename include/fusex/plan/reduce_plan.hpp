@@ -6,7 +6,7 @@
 /// "full" shape [rows..., cols], and the destination is either that full shape (an epilogue over
 /// whole rows: softmax, layer_norm) or the reduced shape (one value per row), and every operand
 /// steps through the leading dimensions as one "row" dimension, the whole expression is one row
-/// kernel: a group of threads per row makes one pass over the row per reduction and then writes
+/// kernel: a group of threads per row makes one pass over the row per nesting level of reductions (all reductions of a level share it) and then writes
 /// the epilogue. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
 /// into a temporary from the default memory resource, and the rest is one elementwise kernel.
 

@@ -13,6 +13,7 @@
 
 #include <cuda/std/tuple>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -174,6 +175,7 @@ struct reduce_eval {
   using input_type = typename Child::value_type;
   using value_type = typename Op::template result<input_type>;
   using compute_type = compute_t<value_type>;
+  using op_type = Op;
   Op op;
   Child child;
   int slot;
@@ -193,6 +195,39 @@ struct reduce_eval {
     f(*this);
   }
 };
+
+/// How deeply reductions nest in an evaluator: 0 without reductions; a reduction is one deeper
+/// than its operand. A reduction's *level* is its operand's depth: the row kernel computes all
+/// reductions of one level in one pass over the row (layer_norm's mean and variance share it),
+/// and takes one pass per level.
+template <class E>
+struct reduction_depth : std::integral_constant<int, 0> {};
+template <class Op, class... C>
+struct reduction_depth<map_eval<Op, C...>> : std::integral_constant<int, std::max({0, reduction_depth<C>::value...})> {};
+template <class Op, class C>
+struct reduction_depth<reduce_eval<Op, C>> : std::integral_constant<int, reduction_depth<C>::value + 1> {};
+
+/// Pointers to the reductions of level L below `e`, as a tuple (leaves and scalars have none).
+template <int L, class E>
+FUSEX_HD FUSEX_FORCEINLINE cuda::std::tuple<> gather_level(const E&) {
+  return {};
+}
+template <int L, class Op, class... C, std::size_t... I>
+FUSEX_HD FUSEX_FORCEINLINE auto gather_level_children(const map_eval<Op, C...>& m, std::index_sequence<I...>) {
+  return cuda::std::tuple_cat(gather_level<L>(cuda::std::get<I>(m.children))...);
+}
+template <int L, class Op, class... C>
+FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const map_eval<Op, C...>& m) {
+  return gather_level_children<L>(m, std::index_sequence_for<C...>{});
+}
+template <int L, class Op, class C>
+FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const reduce_eval<Op, C>& r) {
+  if constexpr (reduction_depth<C>::value == L) {
+    return cuda::std::tuple_cat(gather_level<L>(r.child), cuda::std::tuple<const reduce_eval<Op, C>*>(&r));
+  } else {
+    return gather_level<L>(r.child);
+  }
+}
 
 /// A destination: where computed values are stored, converted to T.
 template <class T, class Index>
