@@ -83,6 +83,15 @@ FUSEX_HD FUSEX_FORCEINLINE bool isnan(T x) {
   else return false;
 }
 }  // namespace math
+// Integer arithmetic wraps (two's complement), as documented in docs/ops.md. Signed overflow is
+// undefined behaviour in C++, so int32 and int64 add, sub, mul, neg and abs compute in the unsigned
+// type of the same width (narrower types are promoted to int first and cannot overflow).
+template <class C, bool = std::is_integral_v<C> && std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
+struct wrap_type { using type = C; };
+template <class C>
+struct wrap_type<C, true> { using type = std::make_unsigned_t<C>; };
+template <class C>
+using wrap_t = typename wrap_type<C>::type;
 }  // namespace detail
 
 /// The built-in operations. Users normally reach them through the functions and operators in
@@ -121,15 +130,24 @@ struct logical_op {
 // --- arithmetic -------------------------------------------------------------------------------
 struct add : promoting_op {
   static constexpr const char* name = "add";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return static_cast<C>(a + b); }
+  template <class C> FUSEX_HD C operator()(C a, C b) const {
+    using W = detail::wrap_t<C>;
+    return static_cast<C>(static_cast<W>(a) + static_cast<W>(b));
+  }
 };
 struct sub : promoting_op {
   static constexpr const char* name = "sub";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return static_cast<C>(a - b); }
+  template <class C> FUSEX_HD C operator()(C a, C b) const {
+    using W = detail::wrap_t<C>;
+    return static_cast<C>(static_cast<W>(a) - static_cast<W>(b));
+  }
 };
 struct mul : promoting_op {
   static constexpr const char* name = "mul";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return static_cast<C>(a * b); }
+  template <class C> FUSEX_HD C operator()(C a, C b) const {
+    using W = detail::wrap_t<C>;
+    return static_cast<C>(static_cast<W>(a) * static_cast<W>(b));
+  }
 };
 /// Division. Integers divide truncating toward zero, as in C++; an integer division by zero gives
 /// 0 (on the device and the host alike, never a trap), and the minimum value divided by -1 wraps.
@@ -164,14 +182,17 @@ struct mod : promoting_op {
 };
 struct neg : promoting_op {
   static constexpr const char* name = "neg";
-  template <class C> FUSEX_HD C operator()(C a) const { return static_cast<C>(-a); }
+  template <class C> FUSEX_HD C operator()(C a) const {
+    if constexpr (std::is_floating_point_v<C>) return -a;
+    else return static_cast<C>(detail::wrap_t<C>(0) - static_cast<detail::wrap_t<C>>(a));
+  }
 };
 struct abs : promoting_op {
   static constexpr const char* name = "abs";
   template <class C> FUSEX_HD C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return detail::math::fabs(a);
     else if constexpr (std::is_unsigned_v<C>) return a;
-    else return a < C(0) ? static_cast<C>(-a) : a;
+    else return a < C(0) ? static_cast<C>(detail::wrap_t<C>(0) - static_cast<detail::wrap_t<C>>(a)) : a;
   }
 };
 /// Elementwise maximum; NaN propagates (as torch.maximum).
@@ -202,7 +223,7 @@ struct fma : promoting_op {
   static constexpr const char* name = "fma";
   template <class C> FUSEX_HD C operator()(C a, C b, C c) const {
     if constexpr (std::is_floating_point_v<C>) return detail::math::fma(a, b, c);
-    else return static_cast<C>(a * b + c);
+    else return add{}(mul{}(a, b), c);
   }
 };
 
