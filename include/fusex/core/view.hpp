@@ -73,8 +73,8 @@ class view {
   const shape_t& shape() const noexcept { return shape_; }
   const strides_t& strides() const noexcept { return strides_; }
   int rank() const noexcept { return shape_.rank(); }
-  std::int64_t extent(int d) const { return shape_[normalize_axis(d, rank(), "dimension")]; }
-  std::int64_t stride(int d) const { return strides_[normalize_axis(d, rank(), "dimension")]; }
+  std::int64_t extent(int d) const { return shape_[dim_index(d, "dimension")]; }
+  std::int64_t stride(int d) const { return strides_[dim_index(d, "dimension")]; }
   /// Number of elements.
   std::int64_t size() const noexcept { return numel(shape_); }
   bool empty() const noexcept { return size() == 0; }
@@ -91,7 +91,7 @@ class view {
   /// Elements [begin, end) of dimension `dim`, every `step`-th. Negative `begin`/`end` count from
   /// the end, as in Python.
   view slice(int dim, std::int64_t begin, std::int64_t end, std::int64_t step = 1) const {
-    const int d = normalize_axis(dim, rank(), "slice dimension");
+    const int d = dim_index(dim, "slice dimension");
     const std::int64_t e = shape_[d];
     if (begin < 0) begin += e;
     if (end < 0) end += e;
@@ -110,8 +110,8 @@ class view {
 
   /// Swaps two dimensions (no copy).
   view transpose(int d0, int d1) const {
-    const int a = normalize_axis(d0, rank(), "transpose dimension");
-    const int b = normalize_axis(d1, rank(), "transpose dimension");
+    const int a = dim_index(d0, "transpose dimension");
+    const int b = dim_index(d1, "transpose dimension");
     view v = *this;
     std::swap(v.shape_[a], v.shape_[b]);
     std::swap(v.strides_[a], v.strides_[b]);
@@ -131,7 +131,7 @@ class view {
     bool seen[max_rank] = {};
     view v = *this;
     for (int i = 0; i < rank(); ++i) {
-      const int d = normalize_axis(static_cast<int>(order[i]), rank(), "permute dimension");
+      const int d = dim_index(static_cast<int>(order[i]), "permute dimension");
       if (seen[d]) throw shape_error("fusex: permute order " + order.str() + " repeats a dimension");
       seen[d] = true;
       v.shape_[i] = shape_[d];
@@ -193,7 +193,7 @@ class view {
 
   /// Removes dimension `axis`, which must have extent 1.
   view squeeze(int axis) const {
-    const int a = normalize_axis(axis, rank(), "squeeze axis");
+    const int a = dim_index(axis, "squeeze axis");
     if (shape_[a] != 1) {
       throw shape_error("fusex: squeeze(" + std::to_string(axis) + ") of shape " + shape_.str() +
                         ": extent is not 1");
@@ -205,6 +205,16 @@ class view {
   }
 
  private:
+  // A dimension of this view: normalize_axis accepts axis 0 of rank 0 (a scalar is a valid
+  // target for expand_dims and reductions), but a rank-0 view has no dimension to index.
+  int dim_index(int d, const char* what) const {
+    if (rank() == 0) {
+      throw shape_error(std::string("fusex: ") + what + " " + std::to_string(d) +
+                        " is out of range for a rank-0 view (it has no dimensions)");
+    }
+    return normalize_axis(d, rank(), what);
+  }
+
   void validate() const {
     for (int i = 0; i < rank(); ++i) {
       if (shape_[i] < 0) throw shape_error("fusex: negative extent in shape " + shape_.str());
