@@ -101,6 +101,28 @@ void bm_chain10(benchmark::State& state) {
   fusex_bench::report_bandwidth(state, double(2 * chain_n * sizeof(T)), secs, copy_bw_for(chain_n * sizeof(T)));
 }
 
+// The same ten ops as a hand-written kernel with the same math functions: the compute-bound
+// ceiling that bm_chain10 is compared against (its bytes/s alone cannot reach the copy's).
+__global__ void raw_chain10(const float* __restrict__ x, float* __restrict__ y, long long n) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float t = tanhf(expf(sinf(x[i] * 1.5f + 0.25f) - 0.5f) * 0.3f) - 0.1f;
+    y[i] = (t > 0.0f ? t : 0.0f) * 2.0f;
+  }
+}
+
+void bm_chain10_raw(benchmark::State& state) {
+  device_buffer<float> x(chain_n), y(chain_n);
+  int sms = 0, dev = 0;
+  FUSEX_CUDA_CHECK(cudaGetDevice(&dev));
+  FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    raw_chain10<<<sms * 8, 256, 0, bench_stream()>>>(x.p, y.p, chain_n);
+    FUSEX_CUDA_CHECK(cudaGetLastError());
+  });
+  fusex_bench::report_bandwidth(state, double(2 * chain_n * sizeof(float)), secs, copy_bw_for(chain_n * sizeof(float)));
+}
+
 // --- launch-bound regime: host cost per call ---------------------------------------------------
 __global__ void raw_relu_bias(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y, int n,
                               int cols) {
@@ -157,6 +179,7 @@ BENCHMARK(bm_relu_bias_unfused<float>)->UseManualTime()->Unit(benchmark::kMicros
 BENCHMARK(bm_relu_bias_unfused<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_chain10<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_chain10<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_chain10_raw)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_small_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_small_raw)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

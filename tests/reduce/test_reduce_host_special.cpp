@@ -571,6 +571,7 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     CHECK(contains(plan, "mean over axes [1] keepdim -> float32"));
     CHECK(contains(plan, "var over axes [1] keepdim -> float32"));
     CHECK(contains(plan, "1 pass(es) over each row (2 reduction(s)"));  // mean and var share the pass
+    CHECK(contains(plan, "row kept in registers"));
   }
   {
     // Written by hand, softmax nests: the max is needed before the sum of exponentials.

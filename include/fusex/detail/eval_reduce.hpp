@@ -334,6 +334,7 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   p.rows_per_block = L.rows_per_block;
   p.n_slots = E::reduce_count;
   p.vectorized = L.vector_width > 1;
+  p.cached = L.cached && L.vector_width == V;
   p.full = L.full_dest;
   const auto out = make_out_evaluator<Index>(dst, ops[0]);
   leaf_strides_source<Index> src{ops.data() + 1, 0, 0};

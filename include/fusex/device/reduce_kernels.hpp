@@ -11,6 +11,7 @@
 #include <fusex/detail/fast_divmod.hpp>
 #include <fusex/device/launch.hpp>
 #include <fusex/expr/detail/evaluator.hpp>
+#include <fusex/plan/reduce_plan.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,7 @@ struct row_params {
   int rows_per_block;  // blockDim.x / tpr
   int n_slots;         // reductions per row
   bool vectorized;
+  bool cached;         // cols / V <= row_cache_chunks * tpr: the row is kept in registers
   bool full;           // epilogue over whole rows (else one value per row)
 };
 
@@ -96,9 +98,8 @@ template <class R>
 using row_acc_t = typename R::op_type::template acc<typename R::input_type>;
 
 // Folds element `j * W + l` of the row into one reduction's accumulator.
-template <int W, class Index, class R, class Acc>
-__device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j,
-                                                 row_context ctx) {
+template <int W, class Index, class R, class Acc, class Ctx>
+__device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
   using T = typename R::input_type;
   const auto v = r.child.template load<W>(c, ctx);
   FUSEX_UNROLL
@@ -150,6 +151,84 @@ __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_par
               std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{});
 }
 
+// --- the cached path: each thread's row_cache_chunks vectors of the row live in registers -------
+
+template <int W, int k, class Index, class Tup, class Acc, std::size_t... I>
+__device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, const row_params<Index>& p, Index row,
+                                                    bool active, int lane, const std::uint64_t* slots,
+                                                    std::index_sequence<I...>) {
+  const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
+  if (!active || j >= p.cols / W) return;
+  coord<Index, 2> c;
+  c.rank = 2;
+  c.c[0] = row;
+  c.c[1] = j * W;
+  const cached_row_context<k> ctx{{slots}};
+  (row_accumulate<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
+}
+
+template <int W, class Index, class... R, std::size_t... I, int... K>
+__device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
+                                              bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
+                                              std::index_sequence<I...> is, std::integer_sequence<int, K...>) {
+  cuda::std::tuple<row_acc_t<R>...> acc{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
+  (cached_accumulate<W, K>(rs, acc, p, row, active, lane, slots, is), ...);
+  (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), p, active, lane, slots, scratch), ...);
+  __syncthreads();
+}
+
+template <int W, int L, class Index, class CExpr, class Chunks>
+__device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_params<Index>& p, Index row, bool active,
+                                                    int lane, std::uint64_t* slots, unsigned char* scratch, Chunks chunks) {
+  const auto rs = gather_level<L>(ce);
+  cached_pass<W>(rs, p, row, active, lane, slots, scratch,
+                 std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{}, chunks);
+}
+
+template <int W, int k, class Index, class CExpr>
+__device__ FUSEX_FORCEINLINE void cached_fill(CExpr& ce, const row_params<Index>& p, Index row, bool active, int lane) {
+  const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
+  if (!active || j >= p.cols / W) return;
+  coord<Index, 2> c;
+  c.rank = 2;
+  c.c[0] = row;
+  c.c[1] = j * W;
+  fill_cached<k>(ce, c);
+}
+
+template <int W, int k, class Index, class Out, class CExpr>
+__device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, const row_params<Index>& p, Index row,
+                                               int lane, const std::uint64_t* slots) {
+  const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
+  if (j >= p.cols / W) return;
+  coord<Index, 2> c;
+  c.rank = 2;
+  c.c[0] = row;
+  c.c[1] = j * W;
+  out.template store<W>(c, ce.template load<W>(c, cached_row_context<k>{{slots}}));
+}
+
+/// The cached row: every leaf's share of the row is loaded once (all loads in flight together),
+/// each nesting level of reductions is one pass over registers, and the epilogue stores from them.
+template <int W, class Index, class Out, class Expr, int... L, int... K>
+__device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p, Index row,
+                                             bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
+                                             std::integer_sequence<int, L...>, std::integer_sequence<int, K...> chunks) {
+  auto ce = make_cached<W, sizeof...(K), Index>(expr);
+  (cached_fill<W, K>(ce, p, row, active, lane), ...);
+  (cached_level_pass<W, L>(ce, p, row, active, lane, slots, scratch, chunks), ...);
+  if (!active) return;
+  if (p.full) {
+    (cached_store<W, K>(out, ce, p, row, lane, slots), ...);
+  } else if (lane == 0) {
+    coord<Index, 2> c;
+    c.rank = 2;
+    c.c[0] = row;
+    c.c[1] = 0;
+    out.template store<1>(c, expr.template load<1>(c, row_context{slots}));
+  }
+}
+
 /// The passes of the row kernel: one per nesting level of reductions, innermost first.
 template <int W, class Index, class Expr, int... L>
 __device__ FUSEX_FORCEINLINE void row_passes(const Expr& expr, const row_params<Index>& p, Index row, bool active, int lane,
@@ -178,7 +257,7 @@ __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const
 /// (innermost first, so a reduction may use those inside it), then the epilogue over the row (or
 /// one value per row).
 template <class Index, int V, class Out, class Expr>
-__global__ void __launch_bounds__(1024) row_kernel(const row_params<Index> p, const Out out, const Expr expr) {
+__global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<Index> p, const Out out, const Expr expr) {
   pdl_begin();
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
   extern __shared__ std::uint64_t row_slots[];
@@ -192,6 +271,12 @@ __global__ void __launch_bounds__(1024) row_kernel(const row_params<Index> p, co
     const Index row = row0 + static_cast<Index>(group);
     const bool active = row < p.rows;
     if constexpr (V > 1) {
+      if (p.cached) {
+        cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
+                      std::make_integer_sequence<int, row_cache_chunks>{});
+        __syncthreads();
+        continue;
+      }
       if (p.vectorized) {
         row_passes<V>(expr, p, row, active, lane, ctx, slots, scratch, levels{});
         if (active) row_epilogue<V>(p, out, expr, row, lane, ctx);

@@ -6,8 +6,9 @@
 /// "full" shape [rows..., cols], and the destination is either that full shape (an epilogue over
 /// whole rows: softmax, layer_norm) or the reduced shape (one value per row), and every operand
 /// steps through the leading dimensions as one "row" dimension, the whole expression is one row
-/// kernel: a group of threads per row makes one pass over the row per nesting level of reductions (all reductions of a level share it) and then writes
-/// the epilogue. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
+/// kernel: a group of threads per row makes one pass over the row per nesting level of reductions
+/// (all reductions of a level share it) and then writes the epilogue; rows of up to 4096 fp32
+/// (8192 bf16) vectorised columns are read once into registers and every pass works from there. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
 /// into a temporary from the default memory resource, and the rest is one elementwise kernel.
 
 #include <fusex/core/shape.hpp>
@@ -19,11 +20,18 @@
 
 namespace fusex::detail {
 
+/// The row kernel's block (and its largest group per row). 256 threads leave each thread enough
+/// registers to keep its share of a row (row_cache_chunks vectors per leaf) on chip.
+inline constexpr int row_max_threads = 256;
+/// Vectors of a row each thread keeps in registers when the row is short enough (the cached
+/// path): up to row_cache_chunks * row_max_threads vectors, 4096 fp32 or 8192 bf16 columns.
+inline constexpr int row_cache_chunks = 4;
+
 /// Threads per row when a row has `work` work items: about four items per thread, a power of two
-/// from 32 (one warp) to 1024 (one block).
+/// from 32 (one warp) to row_max_threads (one block).
 inline int threads_per_row(std::int64_t work) {
   int t = 32;
-  while (t < 1024 && std::int64_t{t} * 4 < work) t *= 2;
+  while (t < row_max_threads && std::int64_t{t} * row_cache_chunks < work) t *= 2;
   return t;
 }
 
@@ -37,6 +45,7 @@ struct row_layout {
   int vector_width = 1;
   bool index64 = false;
   int tpr = 32, rows_per_block = 1, block = 32;
+  bool cached = false;  ///< each thread keeps its vectors of the row in registers: one read of the row
 };
 
 // One reduction as the planner sees it.
@@ -174,8 +183,11 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   }
   L.index64 = biggest >= (std::int64_t{1} << 31);
   L.tpr = threads_per_row(L.cols / L.vector_width);
-  L.block = L.tpr < 256 ? 256 : L.tpr;
+  L.block = row_max_threads;
   L.rows_per_block = L.block / L.tpr;
+  // Short enough rows are read once into registers, whatever the number of passes; longer ones
+  // are re-read by each pass (the later reads mostly from L2).
+  L.cached = L.vector_width > 1 && L.cols / L.vector_width <= std::int64_t{row_cache_chunks} * L.tpr;
   L.ok = true;
   return L;
 }

@@ -182,7 +182,7 @@ struct reduce_eval {
 
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx& ctx) const {
-    static_assert(std::is_same_v<Ctx, row_context>, "fusex: internal: a reduction evaluated outside a row kernel");
+    static_assert(std::is_base_of_v<row_context, Ctx>, "fusex: internal: a reduction evaluated outside a row kernel");
     const compute_type x = ctx.template get<compute_type>(slot);
     vec<compute_type, V> r;
     FUSEX_UNROLL
@@ -195,6 +195,85 @@ struct reduce_eval {
     f(*this);
   }
 };
+
+/// The context of the row kernel's cached path while it works on chunk K of its share of the row:
+/// cached leaves answer from registers.
+template <int K>
+struct cached_row_context : row_context {
+  static constexpr int chunk = K;
+};
+
+/// A leaf whose values for this thread's K chunks of W elements of the current row are loaded
+/// once (fill) and then read from registers by every pass and the epilogue (all indices are
+/// compile-time constants after unrolling, so the array lives in registers).
+template <class T, class Index, int W, int K>
+struct cached_leaf_eval {
+  using value_type = T;
+  using compute_type = compute_t<T>;
+  leaf_eval<T, Index> leaf;
+  vec<compute_type, W> cache[K];
+
+  template <int k, int R>
+  FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c) {
+    cache[k] = leaf.template load<W>(c, no_context{});
+  }
+  template <class F>
+  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
+  template <int V, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx&) const {
+    static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
+    return cache[Ctx::chunk];
+  }
+};
+
+/// The cached form of an evaluator tree: leaves become cached_leaf_eval, the rest is rebuilt
+/// around them (reduction slots kept).
+template <int W, int K, class Index, class T>
+FUSEX_HD FUSEX_FORCEINLINE cached_leaf_eval<T, Index, W, K> make_cached(const leaf_eval<T, Index>& e) {
+  return cached_leaf_eval<T, Index, W, K>{e, {}};
+}
+template <int W, int K, class Index, class T>
+FUSEX_HD FUSEX_FORCEINLINE scalar_eval<T> make_cached(const scalar_eval<T>& e) {
+  return e;
+}
+template <int W, int K, class Index, class Op, class... C, std::size_t... I>
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::index_sequence<I...>);
+template <int W, int K, class Index, class Op, class... C>
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const map_eval<Op, C...>& e) {
+  return make_cached_map<W, K, Index>(e, std::index_sequence_for<C...>{});
+}
+template <int W, int K, class Index, class Op, class C>
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const reduce_eval<Op, C>& e) {
+  auto child = make_cached<W, K, Index>(e.child);
+  return reduce_eval<Op, decltype(child)>{e.op, child, e.slot};
+}
+template <int W, int K, class Index, class Op, class... C, std::size_t... I>
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::index_sequence<I...>) {
+  using result = map_eval<Op, decltype(make_cached<W, K, Index>(cuda::std::get<I>(e.children)))...>;
+  return result{e.op, {make_cached<W, K, Index>(cuda::std::get<I>(e.children))...}};
+}
+
+/// Loads chunk k of every cached leaf of the tree at coordinate c.
+template <int k, class Index, int R, class T>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(scalar_eval<T>&, const coord<Index, R>&) {}
+template <int k, class Index, int R, class T, int W, int K>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(cached_leaf_eval<T, Index, W, K>& e, const coord<Index, R>& c) {
+  e.template fill<k>(c);
+}
+template <int k, class Index, int R, class Op, class C>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(reduce_eval<Op, C>& e, const coord<Index, R>& c);
+template <int k, class Index, int R, class Op, class... C, std::size_t... I>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached_map(map_eval<Op, C...>& e, const coord<Index, R>& c, std::index_sequence<I...>) {
+  (fill_cached<k>(cuda::std::get<I>(e.children), c), ...);
+}
+template <int k, class Index, int R, class Op, class... C>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(map_eval<Op, C...>& e, const coord<Index, R>& c) {
+  fill_cached_map<k>(e, c, std::index_sequence_for<C...>{});
+}
+template <int k, class Index, int R, class Op, class C>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(reduce_eval<Op, C>& e, const coord<Index, R>& c) {
+  fill_cached<k>(e.child, c);
+}
 
 /// How deeply reductions nest in an evaluator: 0 without reductions; a reduction is one deeper
 /// than its operand. A reduction's *level* is its operand's depth: the row kernel computes all
