@@ -206,7 +206,7 @@ void fill(world& w, int buf, reader& r) {
   T* p = reinterpret_cast<T*>(w.bufs[static_cast<std::size_t>(buf)].get());
   for (std::size_t i = 0; i < n; ++i) {
     const int k = r.range(-16, 16);
-    p[i] = std::is_integral_v<T> ? from_d<T>(k / 4) : from_d<T>(k / 4.0);
+    p[i] = std::is_integral_v<T> ? from_d<T>(static_cast<double>(k / 4)) : from_d<T>(k / 4.0);  // ints: -4..4
   }
 }
 

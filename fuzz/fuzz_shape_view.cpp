@@ -191,6 +191,7 @@ void views(reader& r) {
         fusex::dims order;
         const int n = r.range(0, 3) == 0 ? r.range(0, 4) : R;
         std::vector<int> o;
+        o.reserve(static_cast<std::size_t>(n));
         for (int i = 0; i < n; ++i) o.push_back(i);
         for (int i = n - 1; i > 0; --i) std::swap(o[static_cast<std::size_t>(i)], o[static_cast<std::size_t>(r.range(0, i))]);
         if (n > 0 && r.range(0, 5) == 0) o[static_cast<std::size_t>(r.range(0, n - 1))] = r.range(-R - 1, R);
