@@ -27,6 +27,15 @@ inline constexpr int row_max_threads = 256;
 /// path): up to row_cache_chunks * row_max_threads vectors, 4096 fp32 or 8192 bf16 columns.
 inline constexpr int row_cache_chunks = 4;
 
+/// Run-time switches of the row kernel, for benchmarks that compare its strategies in one run.
+struct row_tuning {
+  bool cache = true;  ///< use the register-cached path where the row fits (else re-read per pass)
+};
+inline row_tuning& row_tuning_state() {
+  static row_tuning t;
+  return t;
+}
+
 /// Threads per row when a row has `work` work items: about four items per thread, a power of two
 /// from 32 (one warp) to row_max_threads (one block).
 inline int threads_per_row(std::int64_t work) {
@@ -187,7 +196,8 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   L.rows_per_block = L.block / L.tpr;
   // Short enough rows are read once into registers, whatever the number of passes; longer ones
   // are re-read by each pass (the later reads mostly from L2).
-  L.cached = L.vector_width > 1 && L.cols / L.vector_width <= std::int64_t{row_cache_chunks} * L.tpr;
+  L.cached = row_tuning_state().cache && L.vector_width > 1 &&
+             L.cols / L.vector_width <= std::int64_t{row_cache_chunks} * L.tpr;
   L.ok = true;
   return L;
 }

@@ -74,6 +74,25 @@ struct leaf_eval {
     return s;
   }
 
+  /// V stored elements at c, unconverted (the row kernel's register cache keeps them so: a bf16
+  /// row takes half the registers of its float values).
+  template <int V, int R>
+  FUSEX_HD FUSEX_FORCEINLINE vec<T, V> load_raw(const coord<Index, R>& c) const {
+    const Index off = c.offset(stride);
+    vec<T, V> r;
+    if constexpr (V == 1) {
+      r.v[0] = p[off];
+    } else if (inner_stride(c) == 0) {
+FUSEX_UNROLL
+      for (int l = 0; l < V; ++l) r.v[l] = p[off];
+    } else {
+      const aligned_vec<T, V> raw = *reinterpret_cast<const aligned_vec<T, V>*>(p + off);
+FUSEX_UNROLL
+      for (int l = 0; l < V; ++l) r.v[l] = raw.v[l];
+    }
+    return r;
+  }
+
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx&) const {
     const Index off = c.offset(stride);
@@ -211,18 +230,23 @@ struct cached_leaf_eval {
   using value_type = T;
   using compute_type = compute_t<T>;
   leaf_eval<T, Index> leaf;
-  vec<compute_type, W> cache[K];
+  vec<std::remove_const_t<T>, W> cache[K];
 
   template <int k, int R>
   FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c) {
-    cache[k] = leaf.template load<W>(c, no_context{});
+    const auto raw = leaf.template load_raw<W>(c);
+FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) cache[k].v[l] = raw.v[l];
   }
   template <class F>
   FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx&) const {
     static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
-    return cache[Ctx::chunk];
+    vec<compute_type, V> r;
+FUSEX_UNROLL
+    for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(cache[Ctx::chunk].v[l]);
+    return r;
   }
 };
 
