@@ -1,0 +1,82 @@
+// Sizes past 2^31 elements (label `large`, run by tools/gpu_gates.sh): the elementwise kernel's
+// 64-bit index path, a full and a row reduction over more than 2^31 elements, and a copy.
+// int8 elements keep the memory at ~2.2 GB per operand; skipped (exit 77) when the device has less
+// than 8 GB free.
+#include "fusex_catch.hpp"
+
+#include <fusex/fusex.hpp>
+#include <fusex/memory/memory.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+namespace {
+constexpr std::int64_t n = (std::int64_t{1} << 31) + 4099;  // past 2^31, not a multiple of 16
+
+bool enough_memory() {
+  std::size_t free_b = 0, total = 0;
+  FUSEX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return free_b >= (std::size_t{8} << 30);
+}
+
+template <class T>
+T read_at(const T* d, std::int64_t i) {
+  T x{};
+  FUSEX_CUDA_CHECK(cudaMemcpy(&x, d + i, sizeof(T), cudaMemcpyDeviceToHost));
+  return x;
+}
+}  // namespace
+
+TEST_CASE("large (GPU): elementwise, reductions and copy past 2^31 elements", "[large][gpu]") {
+  if (!enough_memory()) {
+    WARN("SKIPPED: less than 8 GB of device memory free");
+    return;
+  }
+  cudaStream_t s;
+  FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::int8_t *x = nullptr, *y = nullptr;
+  FUSEX_CUDA_CHECK(cudaMalloc(&x, static_cast<std::size_t>(n)));
+  FUSEX_CUDA_CHECK(cudaMalloc(&y, static_cast<std::size_t>(n)));
+  const auto vx = fusex::make_view(x, {n});
+  const auto vy = fusex::make_view(y, {n});
+
+  // Elementwise: x = 1 everywhere, then y = x + 2 (64-bit index plan).
+  fusex::eval(vx, std::int8_t{1}, s);
+  CHECK(fusex::explain(vy, vx + std::int8_t{2}).find("64-bit") != std::string::npos);
+  fusex::eval(vy, vx + std::int8_t{2}, s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (std::int64_t i : {std::int64_t{0}, (std::int64_t{1} << 31) - 1, std::int64_t{1} << 31, n - 1}) {
+    INFO("element " << i);
+    CHECK(read_at(y, i) == 3);
+  }
+
+  // Full reduction over n elements: sum of ones as int64.
+  std::int64_t* d_sum = nullptr;
+  FUSEX_CUDA_CHECK(cudaMalloc(&d_sum, sizeof(std::int64_t)));
+  fusex::eval(fusex::make_view(d_sum, {}), fusex::sum(fusex::cast<std::int64_t>(vx)), s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+  CHECK(read_at(d_sum, 0) == n);
+
+  // Row reduction: 2 rows of n/2 (> 2^30 each, 2^31 + in all), sum of y = 3 per element.
+  const std::int64_t half_n = n / 2;
+  std::int64_t* d_rows = nullptr;
+  FUSEX_CUDA_CHECK(cudaMalloc(&d_rows, 2 * sizeof(std::int64_t)));
+  const auto m = fusex::make_view(y, {2, half_n});
+  fusex::eval(fusex::make_view(d_rows, {2}), fusex::sum(fusex::cast<std::int64_t>(m), -1), s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+  CHECK(read_at(d_rows, 0) == 3 * half_n);
+  CHECK(read_at(d_rows, 1) == 3 * half_n);
+
+  // Copy path: x <- y through a strided (every element, reversed rows) view and a plain copy.
+  fusex::eval(vx, vy, s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+  CHECK(read_at(x, n - 1) == 3);
+  CHECK(read_at(x, std::int64_t{1} << 31) == 3);
+
+  FUSEX_CUDA_CHECK(cudaFree(d_rows));
+  FUSEX_CUDA_CHECK(cudaFree(d_sum));
+  FUSEX_CUDA_CHECK(cudaFree(y));
+  FUSEX_CUDA_CHECK(cudaFree(x));
+  FUSEX_CUDA_CHECK(cudaStreamDestroy(s));
+}
