@@ -14,6 +14,7 @@
 
 #include <fusex/config.hpp>
 #include <fusex/detail/launch_hook.hpp>
+#include <fusex/device/launch.hpp>
 #include <fusex/error.hpp>
 #include <fusex/matmul/chooser.hpp>
 #include <fusex/matmul/epilogue.hpp>

@@ -1,0 +1,145 @@
+#pragma once
+// Helpers of the matmul GPU tests: device operands with their host copies, a double-precision
+// reference product, and the tolerances per dtype.
+//
+// Tolerances (|got - ref| <= tol * max(1, |ref|), the reference computed in double from the same
+// rounded inputs, inputs uniform in [-1, 1] without zeros):
+//   float32 output   4e-6 (the store) + 2e-6 * sqrt(K) (float32 accumulation in any order)
+//   float16 output   2e-3 (the store's rounding) + the same accumulation term
+//   bfloat16 output  1.6e-2 + the same accumulation term
+//   gelu_tanh through cuBLASLt's epilogue: + 2e-4 (its tanh is a fast approximation)
+//   TF32 (opt-in) is not compared at float32 precision: 2e-3 * sqrt(K)
+#include <fusex/fusex.hpp>
+#include <fusex/matmul.hpp>
+
+#include "fusex_catch.hpp"
+#include "gpu_util.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace matmul_test {
+
+using fusex_test::device_array;
+using fusex_test::host_vector;
+
+/// A device operand: host values, device copy, and a view (possibly strided) over it.
+template <class T>
+struct operand {
+  host_vector<T> host;
+  device_array<T> dev;
+  fusex::view<T> v;
+  operand(std::size_t n, double lo, double hi, unsigned seed)
+      : host(fusex_test::random_values<T>(n, lo, hi, seed)), dev(n) {
+    dev.upload(host);
+  }
+  /// The view over the device copy.
+  fusex::view<T> on_device(fusex::shape_t s) { return v = fusex::view<T>(dev.data(), s); }
+  fusex::view<T> on_device(fusex::shape_t s, fusex::strides_t st) { return v = fusex::view<T>(dev.data(), s, st); }
+  /// The same layout over the host copy.
+  fusex::view<T> on_host() const { return fusex::view<T>(const_cast<T*>(host.data()), v.shape(), v.strides()); }
+};
+
+template <class T>
+double at(const fusex::view<T>& x, std::int64_t z, std::int64_t i, std::int64_t j) {
+  const int r = x.rank();
+  std::int64_t off = i * x.strides()[r - 2] + j * x.strides()[r - 1];
+  if (r == 3 && x.shape()[0] > 1) off += z * x.strides()[0];
+  return fusex::convert<double>(x.data()[off]);
+}
+
+/// The product of two host views in double: [batch, M, N] row-major.
+struct product {
+  std::int64_t b = 1, m = 0, n = 0, k = 0;
+  std::vector<double> v;
+  double operator()(std::int64_t z, std::int64_t i, std::int64_t j) const {
+    return v[static_cast<std::size_t>((z * m + i) * n + j)];
+  }
+};
+template <class T>
+product reference_product(const fusex::view<T>& a, const fusex::view<T>& b) {
+  product p;
+  const int ra = a.rank(), rb = b.rank();
+  p.m = a.shape()[ra - 2];
+  p.n = b.shape()[rb - 1];
+  p.k = a.shape()[ra - 1];
+  const std::int64_t ba = ra == 3 ? a.shape()[0] : 1, bb = rb == 3 ? b.shape()[0] : 1;
+  p.b = ba == 1 ? bb : ba;
+  p.v.assign(static_cast<std::size_t>(p.b * p.m * p.n), 0.0);
+  for (std::int64_t z = 0; z < p.b; ++z)
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t j = 0; j < p.n; ++j) {
+        double s = 0;
+        for (std::int64_t kk = 0; kk < p.k; ++kk) s += at(a, z, i, kk) * at(b, z, kk, j);
+        p.v[static_cast<std::size_t>((z * p.m + i) * p.n + j)] = s;
+      }
+  return p;
+}
+
+template <class T>
+double tolerance(std::int64_t k) {
+  return fusex_test::tolerance<T>() + 2e-6 * std::sqrt(static_cast<double>(k > 0 ? k : 1));
+}
+
+/// The expected destination (in its memory order, for `dst_strides` over [batch?, M, N]) from
+/// f(product value, batch, row, column), rounded to T.
+template <class T>
+std::vector<double> expected(const product& p, const fusex::view<T>& dst,
+                             const std::function<double(double, std::int64_t, std::int64_t, std::int64_t)>& f) {
+  std::int64_t span = 0;
+  for (int d = 0; d < dst.rank(); ++d) span += (dst.shape()[d] - 1) * dst.strides()[d];
+  std::vector<double> r(static_cast<std::size_t>(span + 1), std::nan(""));
+  const int R = dst.rank();
+  for (std::int64_t z = 0; z < p.b; ++z)
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t j = 0; j < p.n; ++j) {
+        std::int64_t off = i * dst.strides()[R - 2] + j * dst.strides()[R - 1] + (R == 3 ? z * dst.strides()[0] : 0);
+        r[static_cast<std::size_t>(off)] = fusex_test::round_to<T>(f(p(z, i, j), z, i, j));
+      }
+  return r;
+}
+
+/// Downloads `n` elements (poisoned ones stay NaN and match only NaN in the reference).
+template <class T>
+std::string check(const device_array<T>& d, const std::vector<double>& ref, double tol) {
+  auto got = d.download();
+  got.resize(ref.size());
+  return fusex_test::compare(got, ref, tol);
+}
+
+inline double gelu_tanh_ref(double x) {
+  return 0.5 * x * (1 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+inline double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+inline double silu_ref(double x) { return x / (1 + std::exp(-x)); }
+
+inline fusex::matmul_options path(fusex::matmul_path p) {
+  fusex::matmul_options o;
+  o.path = p;
+  return o;
+}
+
+/// Captures `body` (enqueueing on `s`) into a graph and returns its number of kernel nodes.
+template <class F>
+std::size_t kernel_nodes_of(cudaStream_t s, F&& body) {
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(s, &g);
+    if (g) cudaGraphDestroy(g);
+    throw;
+  }
+  cudaGraph_t g = nullptr;
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  const std::size_t n = fusex_test::count_kernel_nodes(g);
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
+  return n;
+}
+
+}  // namespace matmul_test
