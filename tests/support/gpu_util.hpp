@@ -46,7 +46,13 @@ class device_array {
   }
   T* data() const { return p_; }
   std::size_t size() const { return n_; }
-  void upload(const host_vector<T>& h) { FUSEX_CUDA_CHECK(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  // cudaMemcpy from pageable memory and cudaMemset may return before the device has finished, on
+  // the legacy default stream, which the tests' non-blocking streams do not wait for: both are
+  // followed by a synchronisation so that later work on any stream sees the new contents.
+  void upload(const host_vector<T>& h) {
+    FUSEX_CUDA_CHECK(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
   host_vector<T> download() const {
     host_vector<T> h(n_);
     if (n_) FUSEX_CUDA_CHECK(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
@@ -55,6 +61,7 @@ class device_array {
   /// Fills with 0xFF bytes: NaN for floating types, -1 / max for integers.
   void poison() {
     if (n_) FUSEX_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T)));
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
  private:
