@@ -28,12 +28,13 @@
 
 namespace {
 
-enum allocator_kind : int { arena_default = 0, arena_capture_always = 1, cuda_async = 2, cuda_malloc = 3 };
+enum allocator_kind : int { arena_default = 0, arena_capture_always = 1, cuda_async = 2, cuda_malloc = 3, arena_lazy = 4 };
 
 const char* name_of(int k) {
   switch (k) {
     case arena_default: return "arena";
     case arena_capture_always: return "arena(capture_check=always)";
+    case arena_lazy: return "arena(free_event=lazy)";
     case cuda_async: return "cudaMallocAsync";
     default: return "cudaMalloc";
   }
@@ -61,7 +62,14 @@ fusex::arena& bench_arena(int kind) {
     o.thorough_checks = false;
     return new fusex::arena(o);
   }();
-  return kind == arena_capture_always ? *always : *fast;
+  static fusex::arena* lazy = [] {
+    fusex::arena_options o;
+    o.capture = fusex::capture_check::announced;
+    o.thorough_checks = false;
+    o.free_events = fusex::free_event::lazy;  // no event at the free: the thread caches serve reuse
+    return new fusex::arena(o);
+  }();
+  return kind == arena_capture_always ? *always : kind == arena_lazy ? *lazy : *fast;
 }
 
 struct allocator {
@@ -70,6 +78,7 @@ struct allocator {
     void* p = nullptr;
     switch (kind) {
       case arena_default:
+      case arena_lazy:
       case arena_capture_always: return bench_arena(kind).allocate_async(bytes, 256, s);
       case cuda_async: FUSEX_CUDA_CHECK(cudaMallocAsync(&p, bytes, s)); return p;
       default: FUSEX_CUDA_CHECK(cudaMalloc(&p, bytes)); return p;
@@ -78,6 +87,7 @@ struct allocator {
   void free(void* p, std::size_t bytes, cudaStream_t s) const {
     switch (kind) {
       case arena_default:
+      case arena_lazy:
       case arena_capture_always: bench_arena(kind).deallocate_async(p, bytes, 256, s); return;
       case cuda_async: FUSEX_CUDA_CHECK(cudaFreeAsync(p, s)); return;
       default: FUSEX_CUDA_CHECK(cudaFree(p)); return;
@@ -178,6 +188,7 @@ void BM_trace(benchmark::State& state) {
     fusex::arena_options o;
     o.thorough_checks = false;
     o.capture = kind == arena_capture_always ? fusex::capture_check::always : fusex::capture_check::announced;
+    if (kind == arena_lazy) o.free_events = fusex::free_event::lazy;
     auto a = std::make_unique<fusex::arena>(o);
     auto run = [&] {
       for (const auto& op : t.ops) {
@@ -208,12 +219,13 @@ void BM_trace(benchmark::State& state) {
 
 BENCHMARK(BM_pair)
     ->ArgNames({"allocator", "bytes"})
-    ->ArgsProduct({{arena_default, arena_capture_always, cuda_async, cuda_malloc},
+    ->ArgsProduct({{arena_default, arena_lazy, arena_capture_always, cuda_async, cuda_malloc},
                    {1 << 10, 1 << 20, 64 << 20, 0}})
     ->UseRealTime();
 BENCHMARK(BM_threads)
     ->ArgNames({"allocator"})
     ->Args({arena_default})
+    ->Args({arena_lazy})
     ->Args({cuda_async})
     ->Threads(1)
     ->Threads(2)
@@ -223,6 +235,7 @@ BENCHMARK(BM_threads)
 BENCHMARK(BM_trace)
     ->ArgNames({"allocator"})
     ->Args({arena_default})
+    ->Args({arena_lazy})
     ->Args({cuda_async})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5)
