@@ -462,3 +462,17 @@ TEST_CASE("matmul host: bad input", "[matmul][host][errors]") {
                                     fusex::matmul(fusex::view<float>(a.data(), {4, 4}), fusex::view<float>(b.data(), {4, 4}))),
                   fusex::shape_error);
 }
+
+TEST_CASE("matmul host: cublas_error carries the status name and the call", "[matmul][host][errors]") {
+  try {
+    FUSEX_CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED);
+    FAIL("no exception");
+  } catch (const fusex::error& e) {  // a fusex::error like every fusex exception
+    const auto* ce = dynamic_cast<const fusex::cublas_error*>(&e);
+    REQUIRE(ce != nullptr);
+    CHECK(ce->status() == CUBLAS_STATUS_NOT_SUPPORTED);
+    CHECK(std::string(ce->status_name()) == "CUBLAS_STATUS_NOT_SUPPORTED");
+    CHECK_CONTAINS(e.what(), "CUBLAS_STATUS_NOT_SUPPORTED");
+    CHECK_CONTAINS(e.what(), "'CUBLAS_STATUS_NOT_SUPPORTED'");  // the call's text
+  }
+}
