@@ -1,7 +1,7 @@
-// GPU tests of fusex matmul: every epilogue form on every path (one cuBLASLt call, GEMM +
-// elementwise kernel, the fusex kernel), dtypes, transposed / column-major / batched operands, odd
-// shapes, K = 0, and bad input, each against a double-precision host reference with poisoned
-// outputs. Tolerances: matmul_gpu_support.hpp. (Small-M path, chains and graph node counts:
+// GPU tests of fusex matmul: transposed / column-major / batched operands, odd shapes, K = 0, TF32
+// and bad input, each against a double-precision host reference with poisoned outputs. Tolerances:
+// matmul_gpu_support.hpp. (Every epilogue form on every path, one translation unit per dtype:
+// test_matmul_epilogue_{f32,f16,bf16}_gpu.cu; small-M path, chains and graph node counts:
 // test_matmul_small_m_gpu.cu.)
 #include "matmul_gpu_support.hpp"
 
@@ -10,120 +10,7 @@
 #include <string>
 
 using namespace matmul_test;
-using fusex::bfloat16;
 using fusex::half;
-
-namespace {
-
-const fusex::matmul_path all_paths[] = {fusex::matmul_path::automatic, fusex::matmul_path::cublaslt,
-                                        fusex::matmul_path::fusex};
-
-const char* path_name(fusex::matmul_path p) {
-  return p == fusex::matmul_path::automatic ? "automatic" : (p == fusex::matmul_path::cublaslt ? "cublaslt" : "fusex");
-}
-
-// x [M, K], w [N, K] (linear's layout), bias [N], residual [M, N], column vector [M, 1].
-template <class T>
-struct linear_setup {
-  std::int64_t M, N, K;
-  operand<T> x, w, bias, res, col;
-  product P;
-  linear_setup(std::int64_t m, std::int64_t n, std::int64_t k, unsigned seed)
-      : M(m), N(n), K(k), x(static_cast<std::size_t>(m * k), -1, 1, seed), w(static_cast<std::size_t>(n * k), -1, 1, seed + 1),
-        bias(static_cast<std::size_t>(n), -1, 1, seed + 2), res(static_cast<std::size_t>(m * n), -1, 1, seed + 3),
-        col(static_cast<std::size_t>(m), -1, 1, seed + 4) {
-    x.on_device({M, K});
-    w.on_device({N, K});
-    bias.on_device({N});
-    res.on_device({M, N});
-    col.on_device({M, 1});
-    P = reference_product(x.on_host(), w.on_host().t());
-  }
-  double b(std::int64_t j) const { return fusex::convert<double>(bias.host[static_cast<std::size_t>(j)]); }
-  double r(std::int64_t i, std::int64_t j) const { return fusex::convert<double>(res.host[static_cast<std::size_t>(i * N + j)]); }
-  double c(std::int64_t i) const { return fusex::convert<double>(col.host[static_cast<std::size_t>(i)]); }
-};
-
-using ref_fn = std::function<double(double, std::int64_t, std::int64_t, std::int64_t)>;
-
-// Evaluates `e` into a poisoned [M, N] destination of Out (row-major unless `col_major`) and
-// compares with the reference.
-template <class Out, class E>
-void check_eval(cudaStream_t s, const product& P, const E& e, const ref_fn& f, double tol, bool col_major = false) {
-  device_array<Out> out(static_cast<std::size_t>(P.b * P.m * P.n));
-  out.poison();
-  fusex::view<Out> o = col_major ? fusex::view<Out>(out.data(), {P.m, P.n}, {1, P.m})
-                                 : (P.b > 1 ? fusex::view<Out>(out.data(), {P.b, P.m, P.n})
-                                            : fusex::view<Out>(out.data(), {P.m, P.n}));
-  INFO(fusex::explain(o, e));
-  fusex::eval(o, e, s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
-  const std::string m = check(out, expected(P, o, f), tol);
-  INFO(m);
-  CHECK(m.empty());
-}
-
-template <class T>
-void epilogue_forms(std::int64_t M, std::int64_t N, std::int64_t K) {
-  fusex_test::stream_guard s;
-  linear_setup<T> L(M, N, K, 100);
-  const auto& P = L.P;
-  auto x = L.x.v;
-  auto w = L.w.v;
-  auto bias = L.bias.v;
-  auto res = L.res.v;
-  const double tol = tolerance<T>(K);
-  for (auto p : all_paths) {
-    INFO("path " << path_name(p) << ", " << fusex::dtype_name<T>() << " M N K " << M << " " << N << " " << K);
-    const auto o = path(p);
-    check_eval<T>(s.s, P, fusex::linear(x, w, o), [](double v, auto, auto, auto) { return v; }, tol);
-    check_eval<T>(s.s, P, fusex::linear(x, w, bias, o), [&](double v, auto, auto, std::int64_t j) { return v + L.b(j); }, tol);
-    check_eval<T>(s.s, P, fusex::relu(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); }, tol);
-    check_eval<T>(s.s, P, fusex::gelu_tanh(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return gelu_tanh_ref(v + L.b(j)); }, tol + 2e-4);
-    check_eval<T>(s.s, P, fusex::gelu(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return gelu_ref(v + L.b(j)); }, tol);
-    check_eval<T>(s.s, P, fusex::silu(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return silu_ref(v + L.b(j)); }, tol);
-    check_eval<T>(s.s, P, 0.5f * fusex::linear(x, w, o) + res,
-                  [&](double v, auto, std::int64_t i, std::int64_t j) { return 0.5 * v + L.r(i, j); }, tol);
-    check_eval<T>(s.s, P, fusex::relu(fusex::linear(x, w, bias, o) - 2.0f * res),
-                  [&](double v, auto, std::int64_t i, std::int64_t j) { return std::fmax(0.0, v + L.b(j) - 2 * L.r(i, j)); }, tol);
-    check_eval<T>(s.s, P, fusex::gelu_tanh(fusex::linear(x, w, bias, o)) * 0.5f + res,
-                  [&](double v, auto, std::int64_t i, std::int64_t j) { return gelu_tanh_ref(v + L.b(j)) * 0.5 + L.r(i, j); },
-                  tol);
-    check_eval<T>(s.s, P, fusex::map([] __host__ __device__(float v) { return v * v - 1.0f; }, fusex::linear(x, w, o)),
-                  [](double v, auto, auto, auto) { return v * v - 1; }, tol * 4);
-    // A bias along the rows: maps onto cuBLASLt with a column-major destination.
-    check_eval<T>(s.s, P, fusex::relu(fusex::matmul(x, w.t(), o) + L.col.v),
-                  [&](double v, auto, std::int64_t i, auto) { return std::fmax(0.0, v + L.c(i)); }, tol, true);
-    check_eval<T>(s.s, P, fusex::relu(fusex::matmul(x, w.t(), o) + L.col.v),
-                  [&](double v, auto, std::int64_t i, auto) { return std::fmax(0.0, v + L.c(i)); }, tol, false);
-    // float32 destinations from any operand dtype (cuBLASLt writes float32 from float16/bfloat16).
-    check_eval<float>(s.s, P, fusex::linear(x, w, o), [](double v, auto, auto, auto) { return v; }, tolerance<float>(K));
-    // A float64 destination: cuBLASLt cannot write it, so GEMM + elementwise on the cuBLASLt path.
-    check_eval<double>(s.s, P, fusex::relu(fusex::linear(x, w, bias, o)),
-                       [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); }, tolerance<float>(K));
-    // In place: the residual is the destination.
-    {
-      device_array<T> inout(static_cast<std::size_t>(M * N));
-      inout.upload(L.res.host);
-      fusex::view<T> io(inout.data(), {M, N});
-      fusex::eval(io, fusex::linear(x, w, bias, o) + io, s.s);
-      FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
-      const std::string m = check(inout, expected(P, io, [&](double v, auto, std::int64_t i, std::int64_t j) { return v + L.b(j) + L.r(i, j); }), tol);
-      INFO(m);
-      CHECK(m.empty());
-    }
-  }
-}
-
-}  // namespace
-
-TEST_CASE("matmul gpu: every epilogue form, float32", "[matmul][gpu]") { epilogue_forms<float>(96, 80, 72); }
-TEST_CASE("matmul gpu: every epilogue form, float16", "[matmul][gpu]") { epilogue_forms<half>(96, 80, 72); }
-TEST_CASE("matmul gpu: every epilogue form, bfloat16", "[matmul][gpu]") { epilogue_forms<bfloat16>(96, 80, 72); }
 
 TEST_CASE("matmul gpu: odd shapes", "[matmul][gpu]") {
   for (auto sh : {std::array<std::int64_t, 3>{1, 1, 1}, {17, 33, 65}, {1, 4096, 4096}, {130, 3, 1}, {3, 130, 17}}) {

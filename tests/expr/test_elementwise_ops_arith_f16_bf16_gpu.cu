@@ -1,0 +1,16 @@
+// GPU suite, part 1, one dtype group: arithmetic, comparison and logic ops on half and bfloat16
+// against a double-precision reference (elementwise_ops_gpu_cases.hpp). Each dtype group of the
+// per-dtype test cases has its own translation unit (see test_elementwise_ops_gpu.cu), so that the
+// groups compile in parallel.
+#include "elementwise_ops_gpu_cases.hpp"
+
+#include <cstdint>
+
+using fusex::bfloat16;
+using fusex::half;
+using namespace fusex_test;
+
+TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]",
+                   half, bfloat16) {
+  arithmetic_logic_ops<TestType>();
+}

@@ -1,0 +1,14 @@
+// GPU suite, part 1, one dtype group: arithmetic, comparison, bitwise and logic ops on int8 and
+// uint8 against a double-precision reference (elementwise_ops_gpu_cases.hpp). Each dtype group of
+// the per-dtype test cases has its own translation unit (see test_elementwise_ops_gpu.cu), so that
+// the groups compile in parallel.
+#include "elementwise_ops_gpu_cases.hpp"
+
+#include <cstdint>
+
+using namespace fusex_test;
+
+TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]",
+                   std::int8_t, std::uint8_t) {
+  arithmetic_logic_ops<TestType>();
+}

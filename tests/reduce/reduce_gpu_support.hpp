@@ -1,0 +1,261 @@
+#pragma once
+// Helpers of the reduction GPU tests (test_reduce_*gpu.cu): a double-precision reference written
+// with plain loops, the reduction and composite checks (device result into a poisoned destination,
+// compared with the reference), and the bodies of the test cases that are instantiated per dtype
+// in several translation units so that they compile in parallel.
+#include <fusex/fusex.hpp>
+
+#include "fusex_catch.hpp"
+#include "gpu_util.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace reduce_gpu_test {
+
+using namespace fusex_test;
+
+enum class kind { sum, prod, mean, max, min, argmax, argmin, any, all, l1, l2, linf, var, stddev, lse };
+
+// Reference reduction over the axes in `mask`, in double, plain loops; results in row-major order
+// of the kept dimensions.
+inline std::vector<double> reference(const std::vector<double>& x, const std::vector<std::int64_t>& shape,
+                                     std::uint32_t mask, kind k, double correction = 1) {
+  const int r = static_cast<int>(shape.size());
+  std::vector<std::int64_t> stride(r, 1);
+  for (int d = r - 2; d >= 0; --d) stride[d] = stride[d + 1] * shape[d + 1];
+  std::int64_t K = 1, N = 1;
+  for (int d = 0; d < r; ++d) ((mask >> d) & 1 ? N : K) *= shape[d];
+  std::vector<double> out(static_cast<std::size_t>(K));
+  for (std::int64_t kk = 0; kk < K; ++kk) {
+    std::int64_t base = 0, rem = kk;
+    for (int d = r - 1; d >= 0; --d)
+      if (!((mask >> d) & 1)) {
+        base += (rem % shape[d]) * stride[d];
+        rem /= shape[d];
+      }
+    std::vector<double> v;
+    for (std::int64_t n = 0; n < N; ++n) {
+      std::int64_t off = base, rn = n;
+      for (int d = r - 1; d >= 0; --d)
+        if ((mask >> d) & 1) {
+          off += (rn % shape[d]) * stride[d];
+          rn /= shape[d];
+        }
+      v.push_back(x[static_cast<std::size_t>(off)]);
+    }
+    double a = 0;
+    switch (k) {
+      case kind::sum: for (double e : v) a += e; break;
+      case kind::prod: a = 1; for (double e : v) a *= e; break;
+      case kind::mean: for (double e : v) a += e; a /= double(v.size()); break;
+      case kind::max: a = -INFINITY; for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::max(a, e); break;
+      case kind::min: a = INFINITY; for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::min(a, e); break;
+      case kind::argmax: { std::size_t b = 0; for (std::size_t i = 1; i < v.size(); ++i) if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] > v[b])) b = i; a = double(b); break; }
+      case kind::argmin: { std::size_t b = 0; for (std::size_t i = 1; i < v.size(); ++i) if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] < v[b])) b = i; a = double(b); break; }
+      case kind::any: a = 0; for (double e : v) a = a || e != 0; break;
+      case kind::all: a = 1; for (double e : v) a = a && e != 0; break;
+      case kind::l1: for (double e : v) a += std::fabs(e); break;
+      case kind::l2: for (double e : v) a += e * e; a = std::sqrt(a); break;
+      case kind::linf: for (double e : v) a = std::max(a, std::fabs(e)); break;
+      case kind::var: case kind::stddev: {
+        double m = 0; for (double e : v) m += e; m /= double(v.size());
+        for (double e : v) a += (e - m) * (e - m);
+        a /= (double(v.size()) - correction);
+        if (k == kind::stddev) a = std::sqrt(a);
+        break;
+      }
+      case kind::lse: { double m = -INFINITY; for (double e : v) m = std::max(m, e); for (double e : v) a += std::exp(e - m); a = m + std::log(a); break; }
+    }
+    out[static_cast<std::size_t>(kk)] = a;
+  }
+  return out;
+}
+
+inline double identity(double v) { return v; }
+
+// `pre` maps each input value to what the reduction sees (the expression's elementwise part).
+template <class T, class MakeExpr>
+void check_reduction(const char* name, const std::vector<std::int64_t>& shape, std::uint32_t mask, MakeExpr make,
+                     kind k, double lo, double hi, double tol_scale = 1, double correction = 1,
+                     double (*pre)(double) = identity) {
+  fusex::shape_t s;
+  std::int64_t n = 1;
+  for (auto e : shape) {
+    s.push_back(e);
+    n *= e;
+  }
+  using R = typename decltype(make(fusex::make_view(static_cast<T*>(nullptr), fusex::shape_t{0})))::value_type;
+  const auto hx = random_values<T>(static_cast<std::size_t>(n), lo, hi, 4242u + static_cast<unsigned>(n));
+  std::vector<double> xd(hx.size());
+  for (std::size_t i = 0; i < hx.size(); ++i) xd[i] = pre(to_double(hx[i]));
+  auto ref = reference(xd, shape, mask, k, correction);
+  for (auto& v : ref) v = round_to<R>(v);
+  device_array<T> x(static_cast<std::size_t>(n));
+  device_array<R> y(ref.size());
+  x.upload(hx);
+  y.poison();
+  stream_guard sg;
+  const auto e = make(fusex::make_view(x.data(), s));
+  INFO("reduction " << name << " of " << fusex::dtype_name<T>() << " " << s.str() << " -> " << fusex::dtype_name<R>());
+  INFO(fusex::explain(fusex::make_view(y.data(), e.shape()), e));
+  fusex::eval(fusex::make_view(y.data(), e.shape()), e, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  double tol = fusex::is_floating_v<R> ? tolerance<R>() * tol_scale : 0;
+  if (fusex::is_floating_v<R> && !std::is_same_v<R, double>) tol = std::max(tol, 1e-5 * tol_scale);
+  const std::string err = compare(y.download(), ref, tol);
+  INFO(err);
+  CHECK(err.empty());
+}
+
+// Composite check: y = f(x, residual, gamma, beta) over [rows, cols] against `ref` per row.
+template <class T, class Make, class Ref>
+void check_composite(const char* name, std::int64_t rows, std::int64_t cols, Make make, Ref ref, double tol) {
+  INFO(name << " [" << rows << ", " << cols << "] " << fusex::dtype_name<T>());
+  const auto hx = random_values<T>(rows * cols, -3, 3, 7);
+  const auto hr = random_values<T>(rows * cols, -1, 1, 8);
+  const auto hg = random_values<T>(cols, 0.5, 1.5, 9);
+  const auto hb = random_values<T>(cols, -0.5, 0.5, 10);
+  device_array<T> x(rows * cols), res(rows * cols), g(cols), b(cols), y(rows * cols);
+  x.upload(hx);
+  res.upload(hr);
+  g.upload(hg);
+  b.upload(hb);
+  y.poison();
+  stream_guard sg;
+  auto xv = fusex::make_view(x.data(), {rows, cols});
+  auto rv = fusex::make_view(res.data(), {rows, cols});
+  auto gv = fusex::make_view(g.data(), {cols});
+  auto bv = fusex::make_view(b.data(), {cols});
+  auto yv = fusex::make_view(y.data(), {rows, cols});
+  const auto e = make(xv, rv, gv, bv);
+  const std::string plan = fusex::explain(yv, e);
+  INFO(plan);
+  CHECK(plan.find("1 kernel (row reduction") != std::string::npos);
+  cudaGraph_t graph;
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
+  fusex::eval(yv, e, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &graph));
+  CHECK(count_kernel_nodes(graph) == 1);
+  cudaGraphExec_t ge;
+  FUSEX_CUDA_CHECK(cudaGraphInstantiate(&ge, graph, 0));
+  FUSEX_CUDA_CHECK(cudaGraphLaunch(ge, sg.s));
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  FUSEX_CUDA_CHECK(cudaGraphExecDestroy(ge));
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
+  const auto hy = y.download();
+  std::vector<double> expect(static_cast<std::size_t>(rows * cols));
+  std::vector<double> row(static_cast<std::size_t>(cols)), rr(static_cast<std::size_t>(cols)), gg(static_cast<std::size_t>(cols)),
+      bb(static_cast<std::size_t>(cols)), out(static_cast<std::size_t>(cols));
+  for (std::int64_t c = 0; c < cols; ++c) {
+    gg[c] = to_double(hg[c]);
+    bb[c] = to_double(hb[c]);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      row[c] = to_double(hx[r * cols + c]);
+      rr[c] = to_double(hr[r * cols + c]);
+    }
+    ref(row, rr, gg, bb, out);
+    for (std::int64_t c = 0; c < cols; ++c) expect[r * cols + c] = round_to<T>(out[c]);
+  }
+  const std::string err = compare(hy, expect, tol);
+  INFO(err);
+  CHECK(err.empty());
+}
+
+inline void ref_softmax(const std::vector<double>& x, std::vector<double>& out) {
+  double m = -INFINITY, z = 0;
+  for (double v : x) m = std::max(m, v);
+  for (double v : x) z += std::exp(v - m);
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::exp(x[i] - m) / z;
+}
+inline void ref_layer_norm(const std::vector<double>& x, std::vector<double>& out, double eps) {
+  double m = 0, v = 0;
+  for (double e : x) m += e;
+  m /= double(x.size());
+  for (double e : x) v += (e - m) * (e - m);
+  v /= double(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = (x[i] - m) / std::sqrt(v + eps);
+}
+
+// "gpu: reductions over every axis set match a double reference", for input dtype T.
+template <class T>
+void every_axis_set() {
+  const double ts = std::is_same_v<T, float> || std::is_same_v<T, double> ? 1 : 4;
+  // {rows, cols} shapes exercise: last axis (row kernel), axis 0 (thread kernel), all axes (block kernel).
+  for (std::vector<std::int64_t> shape : {std::vector<std::int64_t>{37, 129}, std::vector<std::int64_t>{5, 3, 1000}}) {
+    const int r = static_cast<int>(shape.size());
+    const std::uint32_t last = 1u << (r - 1), first = 1u, all = (1u << r) - 1;
+    for (std::uint32_t mask : {last, first, all, r == 3 ? 5u : 1u}) {
+      std::vector<int> av;
+      for (int d = 0; d < r; ++d)
+        if ((mask >> d) & 1) av.push_back(d);
+      const fusex::axes ax(av);
+      check_reduction<T>("sum", shape, mask, [&](auto x) { return fusex::sum(x, ax); }, kind::sum, -2, 2, ts * 4);
+      check_reduction<T>("mean", shape, mask, [&](auto x) { return fusex::mean(x * 2, ax); }, kind::mean, -1, 1, ts * 4, 1,
+                         [](double v) { return 2 * v; });
+      check_reduction<T>("amax", shape, mask, [&](auto x) { return fusex::amax(x, ax); }, kind::max, -5, 5, ts);
+      check_reduction<T>("amin", shape, mask, [&](auto x) { return fusex::amin(x, ax); }, kind::min, -5, 5, ts);
+      check_reduction<T>("norm l2", shape, mask, [&](auto x) { return fusex::norm(x, ax); }, kind::l2, -2, 2, ts * 4);
+      check_reduction<T>("norm l1", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::l1); }, kind::l1, -2, 2, ts * 4);
+      check_reduction<T>("norm max", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::max); }, kind::linf, -2, 2, ts);
+      check_reduction<T>("var", shape, mask, [&](auto x) { return fusex::var(x, ax); }, kind::var, -2, 2, ts * 8);
+      check_reduction<T>("stddev pop", shape, mask, [&](auto x) { return fusex::stddev(x, ax, 0.0); }, kind::stddev, -2, 2, ts * 8, 0.0);
+      check_reduction<T>("logsumexp", shape, mask, [&](auto x) { return fusex::logsumexp(x, ax); }, kind::lse, -3, 3, ts * 4);
+      check_reduction<T>("argmax", shape, mask, [&](auto x) { return fusex::argmax(x, ax); }, kind::argmax, -100, 100);
+      check_reduction<T>("argmin", shape, mask, [&](auto x) { return fusex::argmin(x, ax); }, kind::argmin, -100, 100);
+      check_reduction<T>("any", shape, mask, [&](auto x) { return fusex::any(x > 1.9f, ax); }, kind::any, -2, 2, 1, 1,
+                         [](double v) { return v > 1.9 ? 1.0 : 0.0; });
+      check_reduction<T>("all", shape, mask, [&](auto x) { return fusex::all(x > -1.99f, ax); }, kind::all, -2, 2, 1, 1,
+                         [](double v) { return v > -1.99 ? 1.0 : 0.0; });
+    }
+  }
+}
+
+// "gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", for dtype T.
+template <class T>
+void composites() {
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 2e-2;
+  for (std::int64_t cols : {1, 7, 128, 1000, 4096, 16384}) {
+    const std::int64_t rows = 17;
+    check_composite<T>("softmax(x + residual) * gamma", rows, cols,
+                       [](auto x, auto r, auto g, auto) { return fusex::softmax(x + r) * g; },
+                       [](auto& x, auto& r, auto& g, auto&, auto& out) {
+                         std::vector<double> s(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
+                         ref_softmax(s, out);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] *= g[i];
+                       }, tol);
+    check_composite<T>("log_softmax(x + residual) + beta", rows, cols,
+                       [](auto x, auto r, auto, auto b) { return fusex::log_softmax(x + r) + b; },
+                       [](auto& x, auto& r, auto&, auto& b, auto& out) {
+                         std::vector<double> s(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
+                         ref_softmax(s, out);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::log(out[i]) + b[i];
+                       }, tol * 4);
+    check_composite<T>("layer_norm(x + residual) * gamma + beta", rows, cols,
+                       [](auto x, auto r, auto g, auto b) { return fusex::layer_norm(x + r, g, b); },
+                       [](auto& x, auto& r, auto& g, auto& b, auto& out) {
+                         std::vector<double> s(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
+                         ref_layer_norm(s, out, 1e-5);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = out[i] * g[i] + b[i];
+                       }, tol * 8);
+    check_composite<T>("rms_norm(x + residual) * gamma", rows, cols,
+                       [](auto x, auto r, auto g, auto) { return fusex::rms_norm(x + r, g); },
+                       [](auto& x, auto& r, auto& g, auto&, auto& out) {
+                         double ms = 0;
+                         for (std::size_t i = 0; i < x.size(); ++i) ms += (x[i] + r[i]) * (x[i] + r[i]);
+                         ms /= double(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = (x[i] + r[i]) / std::sqrt(ms + 1e-6) * g[i];
+                       }, tol * 4);
+  }
+}
+
+}  // namespace reduce_gpu_test
