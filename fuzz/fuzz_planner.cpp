@@ -206,7 +206,8 @@ void fill(world& w, int buf, reader& r) {
   T* p = reinterpret_cast<T*>(w.bufs[static_cast<std::size_t>(buf)].get());
   for (std::size_t i = 0; i < n; ++i) {
     const int k = r.range(-16, 16);
-    p[i] = std::is_integral_v<T> ? from_d<T>(static_cast<double>(k / 4)) : from_d<T>(k / 4.0);  // ints: -4..4
+    const int whole = k / 4;  // integer dtypes get -4..4; floating ones quarters in [-4, 4]
+    p[i] = std::is_integral_v<T> ? from_d<T>(static_cast<double>(whole)) : from_d<T>(k / 4.0);
   }
 }
 
