@@ -271,11 +271,15 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
     const Index row = row0 + static_cast<Index>(group);
     const bool active = row < p.rows;
     if constexpr (V > 1) {
-      if (p.cached) {
-        cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
-                      std::make_integer_sequence<int, row_cache_chunks>{});
-        __syncthreads();
-        continue;
+      // The cached path only for 32-bit plans: a 64-bit plan is a tensor of 2^31 elements or more
+      // and re-reads its rows; not instantiating it there keeps compile time down.
+      if constexpr (sizeof(Index) == 4) {
+        if (p.cached) {
+          cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
+                        std::make_integer_sequence<int, row_cache_chunks>{});
+          __syncthreads();
+          continue;
+        }
       }
       if (p.vectorized) {
         row_passes<V>(expr, p, row, active, lane, ctx, slots, scratch, levels{});

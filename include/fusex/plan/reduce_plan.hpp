@@ -196,7 +196,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   L.rows_per_block = L.block / L.tpr;
   // Short enough rows are read once into registers, whatever the number of passes; longer ones
   // are re-read by each pass (the later reads mostly from L2).
-  L.cached = row_tuning_state().cache && L.vector_width > 1 &&
+  L.cached = row_tuning_state().cache && L.vector_width > 1 && !L.index64 &&
              L.cols / L.vector_width <= std::int64_t{row_cache_chunks} * L.tpr;
   L.ok = true;
   return L;
