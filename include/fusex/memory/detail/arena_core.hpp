@@ -1423,8 +1423,13 @@ class basic_arena : private cache_owner {
     }
     clear_uses(b);
     if (opts_.free_events == free_event::at_free) {
-      // Recorded now, while the streams are known to be alive: no later call touches them.
-      for (const dep& d : deps) record_now(d.s);
+      // Recorded now, while the streams are known to be alive: no later call touches them. A
+      // record_stream stream that is being captured cannot take an eager record: its dependency
+      // keeps the lazy protocol (recorded at a hand-off, after its capture).
+      for (const dep& d : deps) {
+        if (d.s != st && backend_.capture_status(d.s->handle).active) continue;
+        record_now(d.s);
+      }
     } else if (st->thread_bound) {
       record_now(st);
     }
