@@ -1187,9 +1187,12 @@ class basic_arena : private cache_owner {
       stream_state* st = state_for(stream);
       deps.push_back(dep{st, tick(st)});
       ++st->refs;
-      if (st->thread_bound || opts_.free_events == free_event::at_free) record_now(st);
     }
     insert_free(p, b, home, std::move(deps));
+    if (backend_.chunks_are_stream_ordered()) {
+      stream_state* st = state_for(stream);
+      if (st->thread_bound || opts_.free_events == free_event::at_free) record_best_effort(st, st);
+    }
     if (out != nullptr) *out = b;
     return cudaSuccess;
   }
@@ -1422,21 +1425,34 @@ class basic_arena : private cache_owner {
       ++u->refs;
     }
     clear_uses(b);
+    std::vector<stream_state*> to_record;
     if (opts_.free_events == free_event::at_free) {
-      // Recorded now, while the streams are known to be alive: no later call touches them. A
-      // record_stream stream that is being captured cannot take an eager record: its dependency
-      // keeps the lazy protocol (recorded at a hand-off, after its capture).
-      for (const dep& d : deps) {
-        if (d.s != st && backend_.capture_status(d.s->handle).active) continue;
-        record_now(d.s);
-      }
+      for (const dep& d : deps) to_record.push_back(d.s);
     } else if (st->thread_bound) {
-      record_now(st);
+      to_record.push_back(st);
     }
     if (!owner->eager) owner->in_use -= req;
     insert_free(*owner, b, st, std::move(deps));
     ++counters_.deallocations;
     add_in_use(-static_cast<std::int64_t>(req));
+    // Recorded now, while the streams are known to be alive, so that no later call touches them;
+    // after the block is back in its list, so that a failing record loses nothing.
+    for (stream_state* x : to_record) record_best_effort(x, st);
+  }
+
+  // Records x's event now unless a record already covers its work, x is being captured (a
+  // record_stream stream inside a capture keeps the lazy protocol: recorded at a hand-off), or x
+  // belongs to another thread. Best effort: an unrecorded dependency is still covered at a
+  // hand-off by ensure_recorded. `known` is a stream known not to be captured (mu_ held).
+  void record_best_effort(stream_state* x, const stream_state* known) noexcept {
+    if (x->recorded >= x->counter || x->retired) return;
+    if (x->thread_bound && x->thread != thread_serial()) return;
+    try {
+      if (x != known && !x->thread_bound && backend_.capture_status(x->handle).active) return;
+      record_now(x);
+    } catch (...) {
+      (void)0;  // see above: the hand-off records it if it still can
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1490,6 +1506,7 @@ class basic_arena : private cache_owner {
     }
     stream_state* rel = state_for(p->release_stream);
     const std::uint64_t seq = tick(rel);
+    std::vector<stream_state*> ticked;  // record_stream streams of kept blocks, recorded below
     // Blocks of other pools freed during this pool's captures go back to their own pool.
     for (block* b : p->kept) {
       pool* owner = b->ch->owner.load(std::memory_order_relaxed);
@@ -1500,6 +1517,7 @@ class basic_arena : private cache_owner {
         if (u == rel) continue;
         deps.push_back(dep{u, tick(u)});
         ++u->refs;
+        ticked.push_back(u);
       }
       clear_uses(b);
       if (!owner->eager) owner->in_use -= b->requested;
@@ -1528,6 +1546,12 @@ class basic_arena : private cache_owner {
       }
       deps.push_back(dep{rel, seq});
       insert_free(*eager_, b, rel, std::move(deps));
+    }
+    if (opts_.free_events == free_event::at_free) {
+      // As at a free: the release stream (and record_stream streams of kept blocks) may be
+      // destroyed once the graph is gone.
+      record_best_effort(rel, nullptr);
+      for (stream_state* u : ticked) record_best_effort(u, nullptr);
     }
     for (auto it = private_.begin(); it != private_.end(); ++it) {
       if (it->get() == p) {
