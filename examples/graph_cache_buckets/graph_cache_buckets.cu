@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <random>
@@ -78,9 +79,38 @@ struct bucket_buffers {
       : in({rows, features}, s), tmp({rows, features}, s), out({rows, features}, s) {}
 };
 
+// The stream everything below runs on. Declared first in run(), so destroyed last: the model's and
+// the buckets' tensors are freed on it and the cache's graphs return their graph-private pools
+// ordered after it, all in their destructors. Destroying the stream before them (as this example
+// once did, with cudaStreamDestroy before `return`) hands a dead handle to the arena: the frees and
+// the pools' release record events on it, and the process crashed at exit.
+class owned_stream {
+ public:
+  owned_stream() { FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  owned_stream(const owned_stream&) = delete;
+  owned_stream& operator=(const owned_stream&) = delete;
+  ~owned_stream() {
+    // Everything that used the stream is gone; the arena must not touch the handle again.
+    try {
+      fusex::default_arena().forget_stream(s_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "graph_cache_buckets: %s\n", e.what());
+    }
+    const cudaError_t e1 = cudaStreamSynchronize(s_);
+    const cudaError_t e2 = cudaStreamDestroy(s_);
+    if (e1 != cudaSuccess || e2 != cudaSuccess)
+      std::fprintf(stderr, "graph_cache_buckets: stream teardown failed: %s\n",
+                   cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+  }
+  cudaStream_t get() const noexcept { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
 int run(int requests, std::size_t capacity) {
-  cudaStream_t s;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 1;
+  const owned_stream stream;  // outlives the model, the buffers and the cache (declared first)
+  const cudaStream_t s = stream.get();
   const model m(s, 1234);
   const fusex::batch_buckets buckets = fusex::batch_buckets::powers_of_two(1, 64);
 
@@ -137,7 +167,6 @@ int run(int requests, std::size_t capacity) {
               100.0 * static_cast<double>(padded_rows - real_rows) / static_cast<double>(padded_rows));
   std::printf("  %.1f us per request (copy in, replay, copy out, check); max relative error %.2e\n",
               secs * 1e6 / requests, max_error);
-  cudaStreamDestroy(s);
   if (max_error > 1e-5) {
     std::fprintf(stderr, "graph_cache_buckets: answers differ from the host reference\n");
     return 1;
@@ -179,6 +208,9 @@ int main(int argc, char* argv[]) {
   }
   try {
     return run(requests, static_cast<std::size_t>(capacity));
+  } catch (const fusex::error& e) {  // fusex::bad_alloc is not caught as std::exception (two bases)
+    std::fprintf(stderr, "graph_cache_buckets: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "graph_cache_buckets: %s\n", e.what());
     return 1;
