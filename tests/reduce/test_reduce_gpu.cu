@@ -49,6 +49,24 @@ TEST_CASE("gpu: row lengths from 1 to 2^20, [1, n] and [n, 1], empty", "[gpu][re
   REQUIRE_NOTHROW(fusex::eval(fusex::make_view(y.data(), {0}), fusex::sum(fusex::make_view(x.data(), {0, 3}), -1), sg.s));
 }
 
+// The two-dimensional kernels of rule 2 (vector loads along the inner dimension): rows with a
+// tail past the last whole vector, columns with W outputs per thread, ties in argmax/argmin
+// (small integer values), Welford and logsumexp over vectors, and shapes that must fall back to
+// the generic kernels (odd column counts, operands that do not fold).
+TEST_CASE("gpu: two-dimensional reduction paths (rows split across blocks, columns)", "[gpu][reduce]") {
+  check_reduction<float>("sum rows with tail", {3, 100003}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1, 16);
+  check_reduction<float>("full mean, odd length", {(std::int64_t{1} << 20) + 3}, 1u, [](auto x) { return fusex::mean(x); }, kind::mean, -1, 1, 16);
+  check_reduction<float>("var rows split", {5, 70001}, 2u, [](auto x) { return fusex::var(x, -1); }, kind::var, -2, 3, 16);
+  check_reduction<float>("logsumexp rows split", {2, 300001}, 2u, [](auto x) { return fusex::logsumexp(x, -1); }, kind::lse, -20, 20, 16);
+  check_reduction<bfloat16>("sum bf16 rows split", {4, 200000}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1, 16);
+  check_reduction<float>("sum columns", {1000, 1024}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
+  check_reduction<float>("sum columns, odd count", {1000, 1023}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
+  check_reduction<std::int32_t>("argmax columns, ties", {777, 256}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax, 1, 4);
+  check_reduction<std::int32_t>("argmin rows split, ties", {2, 150000}, 2u, [](auto x) { return fusex::argmin(x, -1); }, kind::argmin, 1, 4);
+  check_reduction<float>("amax middle axis (no fold)", {17, 300, 8}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1, 1);
+  check_reduction<bfloat16>("sum bf16 axis 0 of 3-D", {64, 40, 16}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
+}
+
 TEST_CASE("gpu: NaN propagates through max and argmax picks it", "[gpu][reduce]") {
   const std::int64_t rows = 8, cols = 300;
   auto hx = random_values<float>(rows * cols, -1, 1, 99);

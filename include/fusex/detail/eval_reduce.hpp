@@ -185,6 +185,105 @@ materialized_t<reduce_node<Op, C>> host_reducer::operator()(const reduce_node<Op
   return leaf_node<R>{{}, view<const R>(out, n.shape())};
 }
 
+// Folds dimensions [lo, hi) of positional strides `st` (extents `ext`) into one stride, if the
+// operand steps through them as one dimension (unit extents ignored; all-broadcast gives 0).
+inline bool fold_dims(const std::int64_t* st, const std::int64_t* ext, int lo, int hi, std::int64_t& folded) {
+  folded = 0;
+  int prev = -1;
+  for (int d = lo; d < hi; ++d) {
+    if (ext[d] == 1) continue;
+    if (prev >= 0 && st[prev] != st[d] * ext[d]) return false;
+    prev = d;
+  }
+  if (prev >= 0) folded = st[prev];
+  return true;
+}
+
+#if defined(__CUDACC__)
+/// The two-dimensional fast path of the generic reductions: when every leaf folds to
+/// [kept, reduced] (or [reduced, kept]) strides with unit stride (or broadcast) along the inner
+/// one and 16-byte alignment, the reduction runs with vector loads and two-term addressing.
+/// Returns false (nothing launched) where it does not apply.
+template <class Index, class Op, class C, std::size_t N>
+bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
+                      const std::array<operand_layout, N>& reordered, bool inner_reduced, std::int64_t resident,
+                      compute_t<typename reduce_node<Op, C>::value_type>* out, device_reducer& dr) {
+  using T = typename C::value_type;
+  using R = compute_t<typename reduce_node<Op, C>::value_type>;
+  using Acc = typename Op::template acc<T>;
+  constexpr int widest = max_leaf_size<C>::value;
+  constexpr int W = widest <= 0 || widest >= 16 ? 1 : 16 / widest;
+  if constexpr (W == 1) {
+    return false;  // the generic kernels serve operands of 16-byte elements
+  } else {
+    if (sp.n_count == 0 || sp.k_count == 0) return false;
+    std::int64_t ext[max_rank] = {};
+    for (int j = 0; j < sp.nk; ++j) ext[j] = s[sp.kdim[j]];
+    for (int j = 0; j < sp.nr; ++j) ext[sp.nk + j] = s[sp.rdim[j]];
+    auto ops = reordered;
+    for (std::size_t i = 1; i < N; ++i) {
+      operand_layout& o = ops[i];
+      std::int64_t ks = 0, ns = 0;
+      if (!fold_dims(o.s, ext, 0, sp.nk, ks) || !fold_dims(o.s, ext, sp.nk, sp.nk + sp.nr, ns)) return false;
+      // Vector access along the inner dimension (reduced for rows, kept for columns).
+      const std::int64_t inner = inner_reduced ? ns : ks, outer = inner_reduced ? ks : ns;
+      const std::int64_t outer_count = inner_reduced ? sp.k_count : sp.n_count;
+      if (inner != 0 && (inner != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(W * o.elem_size) != 0 ||
+                         (outer_count > 1 && outer % W != 0)))
+        return false;
+      for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
+      o.s[0] = inner_reduced ? ks : ns;
+      o.s[1] = inner_reduced ? ns : ks;
+    }
+    if (!inner_reduced && sp.k_count % W != 0) return false;
+    const device_properties& dev = current_device_info();
+    leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
+    const auto child = make_evaluator(n.child, src);
+    reduce2d_params<Index> p{};
+    p.k_count = static_cast<Index>(sp.k_count);
+    p.n_count = static_cast<Index>(sp.n_count);
+    std::int64_t splits = 1;
+    if (inner_reduced) {
+      const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;
+      const std::int64_t most = (sp.n_count + 4095) / 4096;
+      splits = want < most ? want : most;
+    } else {
+      const std::int64_t want = (2 * resident * W + sp.k_count - 1) / sp.k_count;
+      const std::int64_t most = sp.n_count / 16;
+      splits = want < most ? want : most;
+    }
+    if (splits < 1) splits = 1;
+    p.splits = static_cast<Index>(splits);
+    Acc* partials = nullptr;
+    if (splits > 1) {
+      dr.storage.emplace_back(static_cast<std::size_t>(splits * sp.k_count) * sizeof(Acc), dr.stream);
+      partials = reinterpret_cast<Acc*>(dr.storage.back().data());
+    }
+    if (inner_reduced) {
+      const std::int64_t ky = sp.k_count < 65535 ? sp.k_count : 65535;
+      const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky), static_cast<unsigned>((sp.k_count + ky - 1) / ky));
+      launch_kernel("reduce_rows_kernel", &reduce_rows_kernel<Index, W, Op, decltype(child), Acc, R>, grid, dim3(256), 0,
+                    dr.stream, dev, p, n.op, child, partials, out);
+    } else {
+      std::int64_t blocks = (sp.k_count / W * splits + 255) / 256;
+      const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
+      if (blocks > cap) blocks = cap;
+      launch_kernel("reduce_cols_kernel", &reduce_cols_kernel<Index, W, Op, decltype(child), Acc, R>,
+                    dim3(static_cast<unsigned>(blocks)), dim3(256), 0, dr.stream, dev, p, n.op, child, partials, out);
+    }
+    if (splits > 1) {
+      const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
+      const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
+      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid,
+                    dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
+                    static_cast<Index>(splits), static_cast<Index>(sp.n_count), inner_reduced, n.op,
+                    static_cast<const Acc*>(partials), out);
+    }
+    return true;
+  }
+}
+#endif
+
 #if defined(__CUDACC__)
 template <class Index, class Op, class C>
 void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
@@ -216,6 +315,7 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
   for (int j = 0; j < sp.nr; ++j) p.div[sp.nk + j] = divisor(s[sp.rdim[j]]);
   const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
   const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
+  if (launch_reduce_2d<Index>(n, s, sp, reordered, inner_reduced, resident, out, dr)) return;
   std::int64_t splits = 1;
   if (inner_reduced) {
     const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;

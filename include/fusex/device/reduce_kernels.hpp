@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace fusex::detail {
@@ -28,7 +29,7 @@ struct row_params {
   int rows_per_block;  // blockDim.x / tpr
   int n_slots;         // reductions per row
   bool vectorized;
-  bool cached;         // cols / V <= row_cache_chunks * tpr: the row is kept in registers
+  bool cached;         // cols / V <= row_cache_chunks(V) * tpr: the row is kept in registers
   bool full;           // epilogue over whole rows (else one value per row)
 };
 
@@ -97,14 +98,39 @@ inline constexpr int reduce_scratch_bytes = 32 * 32;  // one accumulator (<= 32 
 template <class R>
 using row_acc_t = typename R::op_type::template acc<typename R::input_type>;
 
-// Folds element `j * W + l` of the row into one reduction's accumulator.
+template <class Op, class T, int W, class = void>
+struct has_lift_vec : std::false_type {};
+template <class Op, class T, int W>
+struct has_lift_vec<Op, T, W,
+                    std::void_t<decltype(std::declval<const Op&>().template lift_vec<T, W>(
+                        std::declval<const compute_t<T> (&)[W]>(), std::int64_t{}))>> : std::true_type {};
+
+/// The accumulator of W consecutive elements (indices first .. first + W - 1): the op's own
+/// lift_vec where it has one (logsumexp, variance), else a pairwise tree of lifts, so no chain of
+/// W dependent combines.
+template <class T, int W, class Op>
+__device__ FUSEX_FORCEINLINE typename Op::template acc<T> lift_vec(const Op& op, const compute_t<T> (&x)[W], std::int64_t first) {
+  if constexpr (has_lift_vec<Op, T, W>::value) {
+    return op.template lift_vec<T, W>(x, first);
+  } else {
+    typename Op::template acc<T> a[W];
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) a[l] = op.template lift<T>(x[l], first + l);
+    FUSEX_UNROLL
+    for (int w = 1; w < W; w *= 2) {
+      FUSEX_UNROLL
+      for (int l = 0; l + w < W; l += 2 * w) a[l] = op.template combine<T>(a[l], a[l + w]);
+    }
+    return a[0];
+  }
+}
+
+// Folds elements j * W .. j * W + W - 1 of the row into one reduction's accumulator.
 template <int W, class Index, class R, class Acc, class Ctx>
 __device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
   using T = typename R::input_type;
   const auto v = r.child.template load<W>(c, ctx);
-  FUSEX_UNROLL
-  for (int l = 0; l < W; ++l)
-    acc = r.op.template combine<T>(acc, r.op.template lift<T>(v.v[l], static_cast<std::int64_t>(j * W + static_cast<Index>(l))));
+  acc = r.op.template combine<T>(acc, lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W));
 }
 
 // Combines one reduction's accumulator over the group and publishes the result in its slot.
@@ -151,7 +177,7 @@ __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_par
               std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{});
 }
 
-// --- the cached path: each thread's row_cache_chunks vectors of the row live in registers -------
+// --- the cached path: each thread's row_cache_chunks(W) vectors of the row live in registers ----
 
 template <int W, int k, class Index, class Tup, class Acc, std::size_t... I>
 __device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, const row_params<Index>& p, Index row,
@@ -167,13 +193,30 @@ __device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, con
   (row_accumulate<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
 }
 
+// Combines chunk k's accumulators into the running ones (fixed order: deterministic).
+template <class... R, class Tup, std::size_t... I>
+__device__ FUSEX_FORCEINLINE void combine_into(const cuda::std::tuple<const R*...>& rs, Tup& acc, const Tup& part,
+                                               std::index_sequence<I...>) {
+  ((cuda::std::get<I>(acc) = cuda::std::get<I>(rs)->op.template combine<typename R::input_type>(cuda::std::get<I>(acc),
+                                                                                               cuda::std::get<I>(part))),
+   ...);
+}
+
 template <int W, class Index, class... R, std::size_t... I, int... K>
 __device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
                                               bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
                                               std::index_sequence<I...> is, std::integer_sequence<int, K...>) {
-  cuda::std::tuple<row_acc_t<R>...> acc{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
-  (cached_accumulate<W, K>(rs, acc, p, row, active, lane, slots, is), ...);
-  (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), p, active, lane, slots, scratch), ...);
+  // One accumulator per chunk: the chunks are independent chains (instruction-level
+  // parallelism), combined in chunk order at the end.
+  using acc_tuple = cuda::std::tuple<row_acc_t<R>...>;
+  acc_tuple acc[sizeof...(K)];
+  FUSEX_UNROLL
+  for (int k = 0; k < static_cast<int>(sizeof...(K)); ++k)
+    acc[k] = acc_tuple{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
+  (cached_accumulate<W, K>(rs, acc[K], p, row, active, lane, slots, is), ...);
+  FUSEX_UNROLL
+  for (int k = 1; k < static_cast<int>(sizeof...(K)); ++k) combine_into(rs, acc[0], acc[k], is);
+  (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc[0]), p, active, lane, slots, scratch), ...);
   __syncthreads();
 }
 
@@ -276,7 +319,7 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
       if constexpr (sizeof(Index) == 4) {
         if (p.cached) {
           cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
-                        std::make_integer_sequence<int, row_cache_chunks>{});
+                        std::make_integer_sequence<int, row_cache_chunks(V)>{});
           __syncthreads();
           continue;
         }
@@ -367,6 +410,106 @@ __global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<I
   if (threadIdx.x == 0) {
     if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(p.n_count)));
     else partials[k * p.splits + s] = a;
+  }
+}
+
+/// Parameters of the two-dimensional reduction kernels: the operand folds to [k_count, n_count]
+/// (every leaf steps through the kept dimensions as one and the reduced ones as one).
+template <class Index>
+struct reduce2d_params {
+  Index k_count;  // outputs
+  Index n_count;  // reduced elements per output
+  Index splits;   // partial accumulators per output
+};
+
+/// Reduction along rows of a [k_count, n_count] operand (the innermost dimension reduced, full
+/// reductions included): grid (splits, k); each thread reads W-element vectors (16 bytes) with
+/// four independent accumulators, so many loads are in flight and addressing is two multiply-adds.
+/// The few elements past the last whole vector are read one by one.
+template <class Index, int W, class Op, class Child, class Acc, class OutT>
+__global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce2d_params<Index> p, const Op op, const Child child,
+                                                         Acc* partials, OutT* out) {
+  pdl_begin();
+  using T = typename Child::value_type;
+  __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
+  auto combine = [&](const Acc& a, const Acc& b) { return op.template combine<T>(a, b); };
+  const Index k = static_cast<Index>(blockIdx.y) + static_cast<Index>(blockIdx.z) * gridDim.y;
+  if (k >= p.k_count) return;  // uniform per block
+  coord<Index, 2> c;
+  c.rank = 2;
+  c.c[0] = k;
+  constexpr int U = 4;
+  Acc acc[U];
+  FUSEX_UNROLL
+  for (int u = 0; u < U; ++u) acc[u] = op.template identity<T>();
+  const Index nv = p.n_count / W;
+  const Index step = static_cast<Index>(gridDim.x) * blockDim.x;
+  const Index first = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x;
+  Index j = first;
+  for (; j + (U - 1) * step < nv; j += U * step) {
+    vec<typename Child::compute_type, W> v[U];
+    FUSEX_UNROLL
+    for (int u = 0; u < U; ++u) {
+      coord<Index, 2> cu = c;
+      cu.c[1] = (j + static_cast<Index>(u) * step) * W;
+      v[u] = child.template load<W>(cu, no_context{});
+    }
+    FUSEX_UNROLL
+    for (int u = 0; u < U; ++u)
+      acc[u] = combine(acc[u], lift_vec<T, W>(op, v[u].v, static_cast<std::int64_t>(j + static_cast<Index>(u) * step) * W));
+  }
+  for (; j < nv; j += step) {
+    c.c[1] = j * W;
+    acc[0] = combine(acc[0], lift_vec<T, W>(op, child.template load<W>(c, no_context{}).v, static_cast<std::int64_t>(j) * W));
+  }
+  if constexpr (W > 1) {
+    for (Index e = nv * W + first; e < p.n_count; e += step) {
+      c.c[1] = e;
+      acc[1] = combine(acc[1], op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(e)));
+    }
+  }
+  Acc a = acc[0];
+  FUSEX_UNROLL
+  for (int u = 1; u < U; ++u) a = combine(a, acc[u]);
+  a = group_reduce(a, combine, static_cast<int>(blockDim.x), reinterpret_cast<Acc*>(scratch));
+  if (threadIdx.x == 0) {
+    if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(p.n_count)));
+    else partials[k * p.splits + blockIdx.x] = a;
+  }
+}
+
+/// Reduction along columns of an [n_count, k_count] operand (the innermost dimension kept): each
+/// thread owns W neighbouring outputs (one vector load per reduced row, W accumulators) and one
+/// of `splits` interleaved shares of the reduced rows. Requires k_count % W == 0.
+template <class Index, int W, class Op, class Child, class Acc, class OutT>
+__global__ void __launch_bounds__(256) reduce_cols_kernel(const reduce2d_params<Index> p, const Op op, const Child child,
+                                                         Acc* partials, OutT* out) {
+  pdl_begin();
+  using T = typename Child::value_type;
+  const Index kv = p.k_count / W;
+  const Index total = kv * p.splits;
+  for (Index t = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index kvi = t % kv, s = t / kv;
+    coord<Index, 2> c;
+    c.rank = 2;
+    c.c[1] = kvi * W;
+    Acc acc[W];
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) acc[l] = op.template identity<T>();
+#pragma unroll 4
+    for (Index n = s; n < p.n_count; n += p.splits) {
+      c.c[0] = n;
+      const auto v = child.template load<W>(c, no_context{});
+      FUSEX_UNROLL
+      for (int l = 0; l < W; ++l) acc[l] = op.template combine<T>(acc[l], op.template lift<T>(v.v[l], static_cast<std::int64_t>(n)));
+    }
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) {
+      const Index k = kvi * W + static_cast<Index>(l);
+      if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(acc[l], static_cast<std::int64_t>(p.n_count)));
+      else partials[s * p.k_count + k] = acc[l];
+    }
   }
 }
 

@@ -226,6 +226,22 @@ struct variance {
     const C wb = b.count / n;
     return {n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * a.count * wb};
   }
+  /// W values at once (W a power of two): their own mean and squared deviations, exactly as
+  /// Chan's combination would give them, without a division per element.
+  template <class T, int W> FUSEX_HD acc<T> lift_vec(const compute_t<T> (&x)[W], std::int64_t) const {
+    using C = detail::float_acc<float_of_t<T>>;
+    C s = C(0);
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) s += static_cast<C>(x[l]);
+    const C m = s * (C(1) / C(W));
+    C m2 = C(0);
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) {
+      const C d = static_cast<C>(x[l]) - m;
+      m2 += d * d;
+    }
+    return {C(W), m, m2};
+  }
   template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
     using C = detail::float_acc<float_of_t<T>>;
     const C denom = a.count - static_cast<C>(correction);
@@ -269,6 +285,27 @@ struct logsumexp {
     const C ea = a.max == m ? C(1) : fusex::detail::math::exp(a.max - m);
     const C eb = b.max == m ? C(1) : fusex::detail::math::exp(b.max - m);
     return {m, a.sum * ea + b.sum * eb};
+  }
+  /// W values at once: their maximum, then one exp per value (folding them one by one rescales
+  /// the running sum with a second exp per value, in a dependent chain).
+  template <class T, int W> FUSEX_HD acc<T> lift_vec(const compute_t<T> (&x)[W], std::int64_t) const {
+    using C = detail::float_acc<float_of_t<T>>;
+    C m = static_cast<C>(x[0]);
+    bool nan = fusex::detail::math::isnan(m);
+    FUSEX_UNROLL
+    for (int l = 1; l < W; ++l) {
+      const C v = static_cast<C>(x[l]);
+      nan = nan || fusex::detail::math::isnan(v);
+      m = v > m ? v : m;
+    }
+    if (nan) return {cuda::std::numeric_limits<C>::quiet_NaN(), C(1)};
+    C s = C(0);
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) {
+      const C v = static_cast<C>(x[l]);
+      s += v == m ? C(1) : fusex::detail::math::exp(v - m);  // (the maximum itself: 1, also at +-inf)
+    }
+    return {m, s};
   }
   template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
     return static_cast<compute_t<result<T>>>(a.max + fusex::detail::math::log(a.sum));

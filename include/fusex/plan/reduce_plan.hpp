@@ -7,10 +7,11 @@
 /// whole rows: softmax, layer_norm) or the reduced shape (one value per row), and every operand
 /// steps through the leading dimensions as one "row" dimension, the whole expression is one row
 /// kernel: a group of threads per row makes one pass over the row per nesting level of reductions
-/// (all reductions of a level share it) and then writes the epilogue; rows of up to 4096 fp32
-/// (8192 bf16) vectorised columns are read once into registers and every pass works from there. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
+/// (all reductions of a level share it) and then writes the epilogue; rows of up to 4096
+/// vectorised columns are read once into registers and every pass works from there. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
 /// into a temporary from the default memory resource, and the rest is one elementwise kernel.
 
+#include <fusex/config.hpp>
 #include <fusex/core/shape.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
@@ -24,8 +25,19 @@ namespace fusex::detail {
 /// registers to keep its share of a row (row_cache_chunks vectors per leaf) on chip.
 inline constexpr int row_max_threads = 256;
 /// Vectors of a row each thread keeps in registers when the row is short enough (the cached
-/// path): up to row_cache_chunks * row_max_threads vectors, 4096 fp32 or 8192 bf16 columns.
-inline constexpr int row_cache_chunks = 4;
+/// path): about 16 elements per thread (4 float4 or 2 bf16x8 vectors; at most 4 vectors), so
+/// that the float values the passes compute from fit in registers beside them. With
+/// row_max_threads threads per row that caches rows of up to 4096 columns.
+FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
+  const int c = 16 / (vector_width > 0 ? vector_width : 1);
+  return c > 4 ? 4 : (c < 1 ? 1 : c);
+}
+
+/// Fewer rows than this (about one per SM of a large GPU), each longer than 65536 columns, leave
+/// most of the GPU idle in the row kernel (one block per row): rule 2 splits each row across
+/// blocks instead (measured on the H200: softmax over [64, 2^20] ran at 9% of the copy's
+/// bandwidth in the row kernel).
+inline constexpr std::int64_t row_split_rows = 128;
 
 /// Run-time switches of the row kernel, for benchmarks that compare its strategies in one run.
 struct row_tuning {
@@ -36,11 +48,11 @@ inline row_tuning& row_tuning_state() {
   return t;
 }
 
-/// Threads per row when a row has `work` work items: about four items per thread, a power of two
-/// from 32 (one warp) to row_max_threads (one block).
-inline int threads_per_row(std::int64_t work) {
+/// Threads per row when a row has `work` vectors: about `chunks` vectors per thread, a power of
+/// two from 32 (one warp) to row_max_threads (one block).
+inline int threads_per_row(std::int64_t work, int chunks) {
   int t = 32;
-  while (t < row_max_threads && std::int64_t{t} * row_cache_chunks < work) t *= 2;
+  while (t < row_max_threads && std::int64_t{t} * chunks < work) t *= 2;
   return t;
 }
 
@@ -123,7 +135,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   L.cols = full[R - 1];
   L.rows = 1;
   for (int d = 0; d < R - 1; ++d) L.rows *= full[d];
-  if (L.rows < 32 && L.cols > 65536) {
+  if (L.rows < row_split_rows && L.cols > 65536) {
     L.why_not = "too few rows (" + std::to_string(L.rows) + ") for rows this long (" + std::to_string(L.cols) +
                 "): split across blocks instead";
     return L;
@@ -191,13 +203,14 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     if (m > biggest) biggest = m;
   }
   L.index64 = biggest >= (std::int64_t{1} << 31);
-  L.tpr = threads_per_row(L.cols / L.vector_width);
+  const int chunks = row_cache_chunks(L.vector_width);
+  L.tpr = threads_per_row(L.cols / L.vector_width, chunks);
   L.block = row_max_threads;
   L.rows_per_block = L.block / L.tpr;
   // Short enough rows are read once into registers, whatever the number of passes; longer ones
   // are re-read by each pass (the later reads mostly from L2).
   L.cached = row_tuning_state().cache && L.vector_width > 1 && !L.index64 &&
-             L.cols / L.vector_width <= std::int64_t{row_cache_chunks} * L.tpr;
+             L.cols / L.vector_width <= std::int64_t{chunks} * L.tpr;
   L.ok = true;
   return L;
 }
