@@ -6,12 +6,13 @@
 /// accumulator). It launches through detail::launch_kernel, so programmatic dependent launch
 /// applies on sm_90: the weight rows are prefetched into L2 before the grid-dependency wait.
 ///
-/// Work split: a warp owns 32 outputs, MT rows x CW = 32 / MT columns, for all K; each lane
-/// accumulates a K-slice of all 32 (16-byte loads of the weight rows and of the rows of a, which
-/// every warp of the block shares through L1), then a reduce-scatter across the warp (31
-/// shuffles) leaves each lane with one finished output, to which it applies the epilogue. A
-/// block is 8 warps (8 * CW columns); the grid covers N, and the batch along y. The weights are
-/// read once per M-tile of MT rows (once in all when M <= MT, the intended case).
+/// Work split (latency first: a 16 x 256 x 256 layer must spread over the SMs): a block of 1 to
+/// 4 warps owns 32 outputs, MT = 4 or 8 rows x 32 / MT columns, and its warps split K, so every
+/// row of `a` and of the weights the tile needs is read once per block, all of a thread's loads in
+/// flight together; the grid has M * N / 32 blocks (128 for 16 x 256). A warp reduce-scatter (31
+/// shuffles) and one exchange through shared memory finish the sums; warp 0 applies the epilogue
+/// and stores. Blocks of one column tile are neighbours, so its weight rows come from L2 for all
+/// but the first.
 
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
@@ -71,28 +72,50 @@ struct small_m_params {
   std::int64_t a_bs, a_sm, a_sk;
   std::int64_t b_bs, b_sk, b_sn;
   std::int64_t batch;
+  std::int64_t tiles;  ///< output tiles per matrix: m_tiles * n_tiles
+  int m_tiles;         ///< tiles along M (MT rows each)
   int m, n, k;
 };
 
-inline constexpr int small_m_warps = 8;
-inline constexpr int small_m_block = small_m_warps * 32;
+/// The most warps a block of the fusex GEMM kernel has (they split K).
+inline constexpr int small_m_max_warps = 4;
+inline constexpr int small_m_max_threads = small_m_max_warps * 32;
 
-/// The M-tile the kernel uses for M rows: 4 (8 columns per warp), 16 (2) or 32 (1).
-inline int small_m_tile(std::int64_t m) { return m <= 4 ? 4 : (m <= 16 ? 16 : 32); }
+/// The M-tile (rows per block) the kernel uses for M rows: 4 (x 8 columns) up to M = 4, else 8
+/// (x 4 columns). A tile of MT x (32 / MT) outputs reads MT + 32 / MT rows of length K; 4 x 8 and
+/// 8 x 4 read the fewest (12), and the number of blocks, M * N / 32, does not depend on the tile.
+inline int small_m_tile(std::int64_t m) { return m <= 4 ? 4 : 8; }
+
+/// The warps of a block for reduction length K with `vw` elements per load: enough that each
+/// thread has at least one load per row, at most small_m_max_warps.
+inline int small_m_block_warps(std::int64_t k, int vw) {
+  const std::int64_t per_warp = 32 * std::int64_t{vw};
+  const std::int64_t w = (k + per_warp - 1) / per_warp;
+  return w < 1 ? 1 : (w > small_m_max_warps ? small_m_max_warps : static_cast<int>(w));
+}
 
 #if defined(__CUDACC__)
-// Sum over the warp of 32 values per lane, scattered: lane l returns the total of value l.
-FUSEX_DEVICE FUSEX_FORCEINLINE float warp_reduce_scatter(float (&acc)[32], int lane) {
+// One step of warp_reduce_scatter: lanes with bit Off set keep the upper half of the first 2*Off
+// values, the others the lower half, each adding its partner's copy.
+template <int Off>
+FUSEX_DEVICE FUSEX_FORCEINLINE void reduce_scatter_step(float (&acc)[32], int lane) {
+  const bool upper = (lane & Off) != 0;
   FUSEX_UNROLL
-  for (int off = 16; off >= 1; off >>= 1) {
-    const bool upper = (lane & off) != 0;
-    FUSEX_UNROLL
-    for (int i = 0; i < off; ++i) {
-      const float send = upper ? acc[i] : acc[i + off];
-      const float keep = upper ? acc[i + off] : acc[i];
-      acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
-    }
+  for (int i = 0; i < Off; ++i) {
+    const float send = upper ? acc[i] : acc[i + Off];
+    const float keep = upper ? acc[i + Off] : acc[i];
+    acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, Off);
   }
+}
+
+// Sum over the warp of 32 values per lane, scattered: lane l returns the total of value l. The
+// steps are spelled out (compile-time offsets) so that `acc` stays in registers.
+FUSEX_DEVICE FUSEX_FORCEINLINE float warp_reduce_scatter(float (&acc)[32], int lane) {
+  reduce_scatter_step<16>(acc, lane);
+  reduce_scatter_step<8>(acc, lane);
+  reduce_scatter_step<4>(acc, lane);
+  reduce_scatter_step<2>(acc, lane);
+  reduce_scatter_step<1>(acc, lane);
   return acc[0];
 }
 
@@ -103,79 +126,97 @@ FUSEX_DEVICE FUSEX_FORCEINLINE void load_vec(const T* p, float (&out)[VW]) {
   for (int l = 0; l < VW; ++l) out[l] = convert<float>(raw.v[l]);
 }
 
-/// VW > 1: 16-byte loads along K (unit K stride, aligned rows); VW == 1: any strides.
+/// One block computes a tile of MT rows x CW = 32 / MT columns of one matrix of the batch (then
+/// the next tile, grid-stride). Its warps split K: thread t accumulates all 32 outputs over
+/// k = t*VW + j*threads*VW (VW > 1: 16-byte loads along K, unit K stride and aligned rows; VW ==
+/// 1: element loads with any strides), so the block reads its MT rows of `a` and CW rows of `b`
+/// once, each load of all of them in flight together. A warp reduce-scatter (31 shuffles) leaves
+/// each lane one output of its warp's partial sums; warp 0 adds the other warps' (shared memory,
+/// fixed order: results do not depend on timing), applies the epilogue and stores.
 template <int MT, int VW, class T, class Out, class Epi>
-__global__ void __launch_bounds__(small_m_block) small_m_kernel(const small_m_params<T> p, const Out out, const Epi epi) {
+__global__ void __launch_bounds__(small_m_max_threads) small_m_kernel(const small_m_params<T> p, const Out out, const Epi epi) {
   constexpr int CW = 32 / MT;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int warp = static_cast<int>(threadIdx.x) >> 5;
-  const int n0 = (static_cast<int>(blockIdx.x) * small_m_warps + warp) * CW;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int threads = static_cast<int>(blockDim.x);
+  const int warps = threads >> 5;
+  __shared__ float partial[small_m_max_warps - 1][32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The weights rarely depend on the previous kernel, but they may: prefetch them into L2 (coherent
-  // with that kernel's writes) rather than into registers before the wait.
-  if constexpr (VW > 1) {
-    if (n0 < p.n) {
-      const std::int64_t row_bytes = std::int64_t{p.k} * static_cast<std::int64_t>(sizeof(T));
-      FUSEX_UNROLL
-      for (int c = 0; c < CW; ++c) {
-        const int n = n0 + c < p.n ? n0 + c : p.n - 1;
-        const char* row = reinterpret_cast<const char*>(p.b + static_cast<std::int64_t>(blockIdx.y) * p.b_bs + n * p.b_sn);
-        for (std::int64_t off = std::int64_t{lane} * 128; off < row_bytes; off += 32 * 128)
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
-      }
+  // Before the grid-dependency wait, only an L2 prefetch of this block's first weight rows: the
+  // weights usually do not depend on the previous kernel, but they may (an optimiser step just
+  // before), and a prefetch is coherent with that kernel's writes where a load into registers
+  // would not be. The loads after the wait then hit L2, in the same round trip as the loads of a.
+  if (p.b_sk == 1 && static_cast<std::int64_t>(blockIdx.x) < p.tiles) {
+    const int n0 = static_cast<int>(static_cast<std::int64_t>(blockIdx.x) / p.m_tiles) * CW;
+    const std::int64_t row_bytes = std::int64_t{p.k} * static_cast<std::int64_t>(sizeof(T));
+    const T* B = p.b + static_cast<std::int64_t>(blockIdx.z) * p.b_bs;
+    FUSEX_UNROLL
+    for (int c = 0; c < CW; ++c) {
+      if (n0 + c >= p.n) break;
+      const char* row = reinterpret_cast<const char*>(B + std::int64_t{n0 + c} * p.b_sn);
+      for (std::int64_t off = std::int64_t{tid} * 128; off < row_bytes; off += std::int64_t{threads} * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
     }
   }
 #endif
   pdl_begin();
-  if (n0 >= p.n) return;  // whole warps only: the shuffles below need every lane
-  for (std::int64_t bz = blockIdx.y; bz < p.batch; bz += gridDim.y) {
+  for (std::int64_t bz = blockIdx.z; bz < p.batch; bz += gridDim.z) {
     const T* A = p.a + bz * p.a_bs;
     const T* B = p.b + bz * p.b_bs;
-    for (int m0 = 0; m0 < p.m; m0 += MT) {
+    for (std::int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+      // Neighbouring blocks take the M-tiles of one column tile: they share its weight rows in L2.
+      const int m0 = static_cast<int>(tile % p.m_tiles) * MT;
+      const int n0 = static_cast<int>(tile / p.m_tiles) * CW;
+      // Out-of-range rows and columns read the last valid one (no branches in the loop); their
+      // results are not stored.
+      const T* arow[MT];
+      const T* brow[CW];
+      FUSEX_UNROLL
+      for (int i = 0; i < MT; ++i) arow[i] = A + std::int64_t{m0 + i < p.m ? m0 + i : p.m - 1} * p.a_sm;
+      FUSEX_UNROLL
+      for (int c = 0; c < CW; ++c) brow[c] = B + std::int64_t{n0 + c < p.n ? n0 + c : p.n - 1} * p.b_sn;
       float acc[32];
       FUSEX_UNROLL
       for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-      // Out-of-range rows and columns read the last valid one (no branches in the loop); their
-      // results are not stored.
       if constexpr (VW > 1) {
-        for (int k = lane * VW; k < p.k; k += 32 * VW) {
+        for (int k = tid * VW; k < p.k; k += threads * VW) {
           float w[CW][VW];
+          float x[MT][VW];
           FUSEX_UNROLL
-          for (int c = 0; c < CW; ++c) {
-            const int n = n0 + c < p.n ? n0 + c : p.n - 1;
-            load_vec<T, VW>(B + n * p.b_sn + k, w[c]);
-          }
+          for (int c = 0; c < CW; ++c) load_vec<T, VW>(brow[c] + k, w[c]);
           FUSEX_UNROLL
-          for (int i = 0; i < MT; ++i) {
-            const int m = m0 + i < p.m ? m0 + i : p.m - 1;
-            float x[VW];
-            load_vec<T, VW>(A + m * p.a_sm + k, x);
+          for (int i = 0; i < MT; ++i) load_vec<T, VW>(arow[i] + k, x[i]);
+          FUSEX_UNROLL
+          for (int i = 0; i < MT; ++i)
             FUSEX_UNROLL
             for (int c = 0; c < CW; ++c)
               FUSEX_UNROLL
-              for (int l = 0; l < VW; ++l) acc[i * CW + c] = fmaf(x[l], w[c][l], acc[i * CW + c]);
-          }
+              for (int l = 0; l < VW; ++l) acc[i * CW + c] = fmaf(x[i][l], w[c][l], acc[i * CW + c]);
         }
       } else {
-        for (int k = lane; k < p.k; k += 32) {
+        for (int k = tid; k < p.k; k += threads) {
           float w[CW];
+          float x[MT];
           FUSEX_UNROLL
-          for (int c = 0; c < CW; ++c) {
-            const int n = n0 + c < p.n ? n0 + c : p.n - 1;
-            w[c] = convert<float>(B[k * p.b_sk + n * p.b_sn]);
-          }
+          for (int c = 0; c < CW; ++c) w[c] = convert<float>(brow[c][std::int64_t{k} * p.b_sk]);
           FUSEX_UNROLL
-          for (int i = 0; i < MT; ++i) {
-            const int m = m0 + i < p.m ? m0 + i : p.m - 1;
-            const float x = convert<float>(A[m * p.a_sm + k * p.a_sk]);
+          for (int i = 0; i < MT; ++i) x[i] = convert<float>(arow[i][std::int64_t{k} * p.a_sk]);
+          FUSEX_UNROLL
+          for (int i = 0; i < MT; ++i)
             FUSEX_UNROLL
-            for (int c = 0; c < CW; ++c) acc[i * CW + c] = fmaf(x, w[c], acc[i * CW + c]);
-          }
+            for (int c = 0; c < CW; ++c) acc[i * CW + c] = fmaf(x[i], w[c], acc[i * CW + c]);
         }
       }
-      const float v = warp_reduce_scatter(acc, lane);
+      float v = warp_reduce_scatter(acc, lane);
+      if (warps > 1) {
+        if (warp > 0) partial[warp - 1][lane] = v;
+        __syncthreads();
+        if (warp == 0)
+          for (int j = 1; j < warps; ++j) v += partial[j - 1][lane];
+      }
       const int m = m0 + lane / CW, n = n0 + lane % CW;
-      if (m < p.m && n < p.n) {
+      if (warp == 0 && m < p.m && n < p.n) {
         coord<std::uint64_t, 3> co;
         co.rank = 3;
         co.c[0] = static_cast<std::uint64_t>(bz);
@@ -183,6 +224,7 @@ __global__ void __launch_bounds__(small_m_block) small_m_kernel(const small_m_pa
         co.c[2] = static_cast<std::uint64_t>(n);
         out.template store<1>(co, epi.template load<1>(co, gemm_context{v}));
       }
+      if (warps > 1) __syncthreads();  // `partial` is rewritten for the next tile
     }
   }
 }
@@ -212,26 +254,28 @@ void launch_small_m(const view<D>& dst, const E& e, const matmul_node<T>& mm, co
   const bool vec = (g.k == 0 || (p.a_sk == 1 && p.b_sk == 1)) && g.k % VW == 0 && aligned(p.a) && aligned(p.b) &&
                    (g.m <= 1 || p.a_sm % VW == 0) && (g.n <= 1 || p.b_sn % VW == 0) && p.a_bs % VW == 0 &&
                    p.b_bs % VW == 0;
+  const int mt = small_m_tile(g.m);
+  const int cw = 32 / mt;
+  const std::int64_t m_tiles = (g.m + mt - 1) / mt;
+  const std::int64_t n_tiles = (g.n + cw - 1) / cw;
+  p.m_tiles = static_cast<int>(m_tiles);
+  p.tiles = m_tiles * n_tiles;
   const auto o = make_out_evaluator<std::uint64_t>(dst, ops[0]);
   leaf_strides_source<std::uint64_t> src{ops.data() + 1, 0, 0};
   const auto ev = make_evaluator(e, src);
   using O = std::decay_t<decltype(o)>;
   using V = std::decay_t<decltype(ev)>;
-  const int mt = small_m_tile(g.m);
-  const int cw = 32 / mt;
-  const std::int64_t per_block = std::int64_t{small_m_warps} * cw;
-  const dim3 grid(static_cast<unsigned>((g.n + per_block - 1) / per_block),
+  constexpr std::int64_t max_grid_x = std::int64_t{1} << 30;  // more tiles: grid-stride
+  const dim3 grid(static_cast<unsigned>(p.tiles < max_grid_x ? p.tiles : max_grid_x), 1u,
                   static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
   const device_properties& dev = current_device_info();
-  const dim3 block(small_m_block);
+  const dim3 block(static_cast<unsigned>(32 * small_m_block_warps(g.k, vec ? VW : 1)));
   if (vec) {
     if (mt == 4) launch_kernel("matmul_small_m_kernel", &small_m_kernel<4, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
-    else if (mt == 16) launch_kernel("matmul_small_m_kernel", &small_m_kernel<16, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
-    else launch_kernel("matmul_small_m_kernel", &small_m_kernel<32, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
+    else launch_kernel("matmul_small_m_kernel", &small_m_kernel<8, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
   } else {
     if (mt == 4) launch_kernel("matmul_small_m_kernel", &small_m_kernel<4, 1, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
-    else if (mt == 16) launch_kernel("matmul_small_m_kernel", &small_m_kernel<16, 1, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
-    else launch_kernel("matmul_small_m_kernel", &small_m_kernel<32, 1, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
+    else launch_kernel("matmul_small_m_kernel", &small_m_kernel<8, 1, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
   }
 }
 #endif
