@@ -1,12 +1,13 @@
 // staging_pipeline: input batches reach the GPU while the previous batch computes.
 //
-// Each batch is staged from pageable host memory into a pinned buffer (fusex::pinned_buffer),
-// copied to a device buffer from the default arena (fusex::copy_async) on a copy stream, and
-// reduced on a compute stream; two slots of each, ordered by events (see staging_pipeline.cuh).
+// Each batch is staged from pageable host memory into a pinned buffer (fusex::pinned_buffer), chunk
+// by chunk, each chunk copied to a device buffer from the default arena on a copy stream as soon as
+// it is staged, and reduced on a compute stream; a ring of three slots of each, ordered by events
+// (see staging_pipeline.cuh).
 // The program times staging + copies alone, kernels alone, the overlapped pipeline and the same
 // loop on a single stream, and checks every batch's result against a reference.
 //
-//   staging_pipeline [--batch-mib N] [--batches N] [--work N] [--require-device]
+//   staging_pipeline [--batch-mib N] [--batches N] [--work N] [--slots N] [--chunk-mib N] [--require-device]
 //
 // Exit codes: 0 results correct (or no device, without --require-device), 1 a wrong result or a
 // CUDA error, 2 bad usage, 77 no device with --require-device.
@@ -34,6 +35,8 @@ void usage(std::FILE* f) {
                "  --batch-mib N      MiB per batch (default 16)\n"
                "  --batches N        batches through the pipeline (default 32)\n"
                "  --work N           FMA steps per element (default: calibrated so that compute ~ copy)\n"
+               "  --slots N          pinned + device buffers in the ring (default 3, at least 2)\n"
+               "  --chunk-mib N      MiB staged per H2D copy (default 4; 0: the whole batch at once)\n"
                "  --require-device   exit 77 instead of 0 when there is no CUDA device\n");
 }
 
@@ -58,6 +61,12 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--work" && i + 1 < argc && parse(argv[i + 1], 1, 1 << 24, v)) {
       c.work = static_cast<int>(v);
+      ++i;
+    } else if (a == "--slots" && i + 1 < argc && parse(argv[i + 1], 2, 64, v)) {
+      c.slots = static_cast<int>(v);
+      ++i;
+    } else if (a == "--chunk-mib" && i + 1 < argc && parse(argv[i + 1], 0, 4096, v)) {
+      c.chunk_elems = static_cast<std::size_t>(v) << 18;  // floats in v MiB
       ++i;
     } else {
       usage(stderr);
@@ -88,15 +97,24 @@ int main(int argc, char** argv) {
     const auto single = staging::run(c, staging::mode::single_stream, dataset, work);
     const double bound = std::max(copy.seconds, compute.seconds);
     const double mib = static_cast<double>(c.batch_elems * sizeof(float)) / (1 << 20);
-    std::printf("staging pipeline: %d batches of %.0f MiB, %d FMA steps per element\n", c.batches, mib, work);
+    std::printf("staging pipeline: %d batches of %.0f MiB, %d FMA steps per element, %d slots, %s\n", c.batches, mib,
+                work, c.slots, c.chunk_elems == 0 || c.chunk_elems >= c.batch_elems ? "whole-batch copies" : "chunked copies");
     std::printf("  staging + copies only   %9.3f ms\n", copy.seconds * 1e3);
     std::printf("  kernels only            %9.3f ms\n", compute.seconds * 1e3);
     std::printf("  overlapped (2 streams)  %9.3f ms   %.3f x max(copy, compute)%s\n", overlapped.seconds * 1e3,
                 overlapped.seconds / bound, overlapped.seconds <= 1.10 * bound ? "  (within 10%)" : "");
     std::printf("  single stream           %9.3f ms   %.3f x max(copy, compute)\n", single.seconds * 1e3,
                 single.seconds / bound);
+    // Where the overlapped loop's time goes (one more run, with timing events).
+    staging::config pc = c;
+    pc.profile = true;
+    const auto prof = staging::run(pc, staging::mode::overlapped, dataset, work);
+    std::printf("  overlapped, profiled    %9.3f ms: host staging %.3f ms, host waiting %.3f ms, GPU copies %.3f ms, "
+                "GPU kernels %.3f ms\n",
+                prof.seconds * 1e3, prof.host_stage_seconds * 1e3, prof.host_wait_seconds * 1e3,
+                prof.gpu_copy_seconds * 1e3, prof.gpu_compute_seconds * 1e3);
     const int bad = staging::mismatches(overlapped, ref) + staging::mismatches(single, ref) +
-                    staging::mismatches(compute, ref);
+                    staging::mismatches(compute, ref) + staging::mismatches(prof, ref);
     if (bad != 0) {
       std::printf("staging_pipeline: %d batch result(s) differ from the reference\n", bad);
       return 1;
