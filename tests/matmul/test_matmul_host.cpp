@@ -406,6 +406,74 @@ TEST_CASE("matmul host: the path chooser", "[matmul][host][chooser]") {
   CHECK(fusex::detail::plan_matmul(out, fusex::silu(fusex::linear(x, w, bias)) * 3.0f).route == matmul_route::fusex_kernel);
 }
 
+TEST_CASE("matmul host: the part of an epilogue cuBLASLt computes before the rest (route 3)", "[matmul][host][mapping]") {
+  using fusex::detail::matmul_route;
+  using fusex::detail::epilogue_activation;
+  mapping_fixture f;
+  auto mm = [&] { return fusex::linear(f.x, f.w, f.lt); };
+  {
+    // gelu_tanh(linear) * 0.5 + residual: bias + gelu_tanh by cuBLASLt, then * 0.5 + r in place.
+    const auto d = decide(f.out, fusex::gelu_tanh(mm() + f.bias) * 0.5f + f.res);
+    REQUIRE(d.route == matmul_route::gemm_then_elementwise);
+    CHECK(d.peeled);
+    CHECK(d.peel.act == epilogue_activation::gelu_tanh);
+    CHECK(d.peel.has_bias);
+    CHECK(!d.peel.has_residual);
+    CHECK_CONTAINS(std::string(d.why), ("activation below"));
+  }
+  {
+    // silu: the bias by cuBLASLt; an unmappable op above a bare GEMM: the GEMM alone.
+    const auto d1 = decide(f.out, fusex::silu(mm() + f.bias));
+    CHECK(d1.peeled);
+    CHECK(d1.peel.act == epilogue_activation::none);
+    CHECK(d1.peel.has_bias);
+    const auto d2 = decide(f.out, fusex::silu(mm()) * f.res);
+    CHECK(d2.peeled);
+    CHECK(!d2.peel.has_bias);
+    // A scaled GEMM plus a residual, under an op cuBLASLt lacks: alpha and beta by cuBLASLt.
+    const auto d3 = decide(f.out, fusex::silu(2.0f * mm() - f.res));
+    CHECK(d3.peeled);
+    CHECK(d3.peel.alpha == 2.0);
+    CHECK(d3.peel.beta == -1.0);
+  }
+  {
+    // The rest reads the destination (an in-place residual): the GEMM would overwrite it first.
+    const auto d = decide(f.res, fusex::gelu_tanh(mm() + f.bias) * 0.5f + f.res);
+    CHECK(d.route == matmul_route::gemm_then_elementwise);
+    CHECK(!d.peeled);
+  }
+  {
+    // The part does not map either (a bias along the rows into a row-major destination).
+    const auto d = decide(f.out, fusex::relu(mm() + f.col) * 2.0f);
+    CHECK(d.route == matmul_route::gemm_then_elementwise);
+    CHECK(!d.peeled);
+    // A float64 destination: cuBLASLt cannot write it.
+    std::vector<double> o64(f.M * f.N);
+    CHECK(!decide(fusex::view<double>(o64.data(), {f.M, f.N}), fusex::silu(mm())).peeled);
+    // A reduction: the product is materialised.
+    CHECK(!decide(fusex::view<float>(f.ov.data(), {f.M}), fusex::sum(fusex::silu(mm()), 1)).peeled);
+  }
+  {
+    // float32_intermediate: a 16-bit destination keeps the float32 temporary; float32 peels anyway.
+    std::vector<half> xh(f.M * f.K), wh(f.N * f.K);
+    fusex::view<half> xhv(xh.data(), {f.M, f.K}), whv(wh.data(), {f.N, f.K}), bh(f.hb.data(), {f.N});
+    fusex::view<half> oh(f.hv.data(), {f.M, f.N});
+    fusex::matmul_options keep = f.lt;
+    keep.float32_intermediate = true;
+    CHECK(decide(oh, fusex::silu(fusex::linear(xhv, whv, bh, f.lt))).peeled);
+    CHECK(!decide(oh, fusex::silu(fusex::linear(xhv, whv, bh, keep))).peeled);
+    fusex::matmul_options keep32 = keep;
+    CHECK(decide(f.out, fusex::silu(fusex::linear(f.x, f.w, f.bias, keep32))).peeled);
+    const std::string e = fusex::explain(oh, fusex::gelu_tanh(fusex::linear(xhv, whv, bh, f.lt)) * 0.5f);
+    INFO(e);
+    CHECK_CONTAINS(e, ("CUBLASLT_EPILOGUE_GELU_BIAS for part of the expression"));
+    CHECK_CONTAINS(e, ("rounded to float16"));
+    const std::string k = fusex::explain(oh, fusex::gelu_tanh(fusex::linear(xhv, whv, bh, keep)) * 0.5f);
+    INFO(k);
+    CHECK_CONTAINS(k, ("GEMM into a float32 temporary"));
+  }
+}
+
 TEST_CASE("matmul host: the plan printer", "[matmul][host][explain]") {
   mapping_fixture f;
   const std::string a = fusex::explain(f.out, fusex::relu(fusex::linear(f.x, f.w, f.bias, f.lt)));
@@ -415,8 +483,12 @@ TEST_CASE("matmul host: the plan printer", "[matmul][host][explain]") {
   CHECK_CONTAINS(a, ("matmul float32 [128, 32]"));
   const std::string b = fusex::explain(f.out, fusex::gelu_tanh(fusex::linear(f.x, f.w, f.bias, f.lt)) * 0.5f + f.res);
   INFO(b);
-  CHECK_CONTAINS(b, ("GEMM into a float32 temporary"));
+  CHECK_CONTAINS(b, ("CUBLASLT_EPILOGUE_GELU_BIAS for part of the expression"));
+  CHECK_CONTAINS(b, ("in place"));
   CHECK_CONTAINS(b, ("activation below"));
+  const std::string b2 = fusex::explain(f.res, fusex::gelu_tanh(fusex::linear(f.x, f.w, f.bias, f.lt)) * 0.5f + f.res);
+  INFO(b2);
+  CHECK_CONTAINS(b2, ("GEMM into a float32 temporary"));
   std::vector<float> xs(16 * f.K), os(16 * f.N);
   const std::string c = fusex::explain(fusex::view<float>(os.data(), {16, f.N}),
                                        fusex::relu(fusex::linear(fusex::view<float>(xs.data(), {16, f.K}), f.w, f.bias)));

@@ -9,13 +9,15 @@
 /// pointers' alignments) and kept for the life of the process. Lookups take a mutex briefly; the
 /// bias pointer, the one per-call attribute of a descriptor, is set and the call enqueued under
 /// that entry's own mutex, so threads using one plan do not race. The workspace comes from fusex's
-/// default resource, ordered on the stream (no host synchronisation; capture-safe as the resource
-/// is).
+/// default resource, ordered on the stream (no host synchronisation); under a raw stream capture
+/// (not a fusex::graph_capture) nothing is allocated and an algorithm without workspace runs (see
+/// lt_matmul).
 
 #include <fusex/config.hpp>
 #include <fusex/detail/launch_hook.hpp>
 #include <fusex/device/launch.hpp>
 #include <fusex/error.hpp>
+#include <fusex/graph/capture_rules.hpp>
 #include <fusex/matmul/chooser.hpp>
 #include <fusex/matmul/epilogue.hpp>
 #include <fusex/memory/buffer.hpp>
@@ -236,27 +238,47 @@ inline std::size_t lt_plan_count() {
   return c.plans.size();
 }
 
+// The cached plan for `g` with at most `max_ws` bytes of workspace (built on first use).
+inline lt_plan* find_lt_plan(int device, cublasLtHandle_t handle, const lt_gemm& g, std::size_t max_ws) {
+  const lt_key key = make_lt_key(device, g, max_ws);
+  lt_cache& c = lt_plans();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.plans.find(key);
+  if (it == c.plans.end()) {
+    auto p = std::make_unique<lt_plan>();
+    build_lt_plan(*p, handle, g, max_ws);
+    it = c.plans.emplace(key, std::move(p)).first;
+  }
+  return it->second.get();
+}
+
+/// Whether `stream` is being captured by someone other than a fusex::graph_capture (a raw
+/// cudaStreamBeginCapture): fusex's resource must not allocate for it (no graph-private pool).
+inline bool foreign_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  FUSEX_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id));
+  if (status == cudaStreamCaptureStatusNone) return false;
+  return !capture_registry::instance().find_id(id, nullptr);
+}
+
 /// Enqueues one cuBLASLt matmul on `stream`. Returns false, having enqueued nothing, when cuBLASLt
 /// has no algorithm for the problem (an unsupported epilogue/dtype/layout combination). Throws
 /// fusex::cublas_error on any other cuBLAS failure.
+///
+/// Workspace: eagerly and under fusex::graph_capture, the plan's workspace comes from the default
+/// resource, ordered on the stream (under a fusex capture: the capture's graph-private pool, so the
+/// graph may be replayed on any stream). Under a raw cudaStreamBeginCapture nothing is allocated:
+/// the call uses the plan for the same problem without workspace (cached separately; cuBLASLt
+/// always has such algorithms, possibly slower ones, whose results may differ from the eager
+/// call's in the last bits).
 inline bool lt_matmul(const lt_gemm& g, cudaStream_t stream) {
   int device = 0;
   FUSEX_CUDA_CHECK(cudaGetDevice(&device));
-  const std::size_t max_ws = matmul_chooser().max_workspace_bytes;
-  const lt_key key = make_lt_key(device, g, max_ws);
+  const bool no_workspace = foreign_capture(stream);
+  const std::size_t max_ws = no_workspace ? 0 : matmul_chooser().max_workspace_bytes;
   const cublasLtHandle_t handle = lt_handle(device);
-  lt_plan* plan = nullptr;
-  {
-    lt_cache& c = lt_plans();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.plans.find(key);
-    if (it == c.plans.end()) {
-      auto p = std::make_unique<lt_plan>();
-      build_lt_plan(*p, handle, g, max_ws);
-      it = c.plans.emplace(key, std::move(p)).first;
-    }
-    plan = it->second.get();
-  }
+  lt_plan* plan = find_lt_plan(device, handle, g, max_ws);
   if (!plan->ok) return false;
   buffer<unsigned char> workspace;
   if (plan->workspace > 0) workspace = buffer<unsigned char>(plan->workspace, stream);

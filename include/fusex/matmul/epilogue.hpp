@@ -186,6 +186,121 @@ epilogue_form describe_epilogue(const E& e) {
   return f;
 }
 
+// --- peeling: the part of an epilogue one cuBLASLt call can compute --------------------------------
+// When the whole epilogue does not map (path 3), the largest subtree on the way from the root to
+// the GEMM that has cuBLASLt's form is computed by cuBLASLt straight into the destination, and the
+// rest of the expression, with that subtree replaced by a view of the destination, by one
+// elementwise kernel in place. The subtree is chosen from the expression's type (the topmost
+// node below the root, on the path to the GEMM, with that form); whether it maps is decided at
+// run time by classify_epilogue, as for the whole expression.
+
+/// Whether a node type has the form of cuBLASLt's affine part: a sum of terms c * GEMM or c * view
+/// (scalar scales, +, -, unary -).
+template <class N>
+struct lt_affine_form : std::false_type {};
+template <class T>
+struct lt_affine_form<matmul_node<T>> : std::true_type {};
+template <class T>
+struct lt_affine_form<leaf_node<T>> : std::true_type {};
+template <class A, class B>
+struct lt_affine_form<map_node<ops::add, A, B>> : std::bool_constant<lt_affine_form<A>::value && lt_affine_form<B>::value> {};
+template <class A, class B>
+struct lt_affine_form<map_node<ops::sub, A, B>> : std::bool_constant<lt_affine_form<A>::value && lt_affine_form<B>::value> {};
+template <class A>
+struct lt_affine_form<map_node<ops::neg, A>> : lt_affine_form<A> {};
+template <class A, class B>
+struct lt_affine_form<map_node<ops::mul, A, B>>
+    : std::bool_constant<(is_scalar_node<A>::value && lt_affine_form<B>::value) ||
+                         (lt_affine_form<A>::value && is_scalar_node<B>::value)> {};
+template <class A, class B>
+struct lt_affine_form<map_node<ops::div, A, B>> : std::bool_constant<lt_affine_form<A>::value && is_scalar_node<B>::value> {};
+
+/// Whether a node type has the form one cuBLASLt call computes: the affine part, or relu /
+/// gelu_tanh of it.
+template <class N>
+struct lt_call_form : lt_affine_form<N> {};
+template <class X>
+struct lt_call_form<map_node<ops::relu, X>> : lt_affine_form<X> {};
+template <class X>
+struct lt_call_form<map_node<ops::gelu_tanh, X>> : lt_affine_form<X> {};
+
+/// Whether a child node is where the peeled part begins: it contains the GEMM and has cuBLASLt's
+/// form (checked from the top, so the first such node on the path is the largest part).
+template <class C>
+inline constexpr bool peel_here_v = matmul_count_v<C> == 1 && lt_call_form<C>::value;
+
+/// Whether an expression type has a part to peel: a map node (not a reduction) above the GEMM.
+/// Every such expression has one (the GEMM itself at least).
+template <class E>
+struct has_peel : std::false_type {};
+template <class Op, class... A>
+struct has_peel<map_node<Op, A...>> : std::bool_constant<map_node<Op, A...>::reduce_count == 0 &&
+                                                         matmul_count_v<map_node<Op, A...>> == 1> {};
+
+// The type of a node below the root with the peeled part replaced by the leaf type L.
+template <class N, class L>
+struct peeled_below { using type = N; };
+template <class C, class L>
+struct peeled_child {
+  using type = std::conditional_t<matmul_count_v<C> == 0, C,
+                                  std::conditional_t<peel_here_v<C>, L, typename peeled_below<C, L>::type>>;
+};
+template <class Op, class... A, class L>
+struct peeled_below<map_node<Op, A...>, L> { using type = map_node<Op, typename peeled_child<A, L>::type...>; };
+/// The expression type E (has_peel) with its peeled part replaced by the leaf type L.
+template <class E, class L>
+using peeled_t = typename peeled_below<E, L>::type;
+
+template <class L, class C>
+typename peeled_child<C, L>::type peel_child(const C& c, const L& leaf);
+template <class L, class Op, class... A>
+peeled_t<map_node<Op, A...>, L> peel_rest(const map_node<Op, A...>& e, const L& leaf);
+template <class L, class Op, class... A, std::size_t... I>
+peeled_t<map_node<Op, A...>, L> peel_map(const map_node<Op, A...>& n, const L& leaf, std::index_sequence<I...>) {
+  return peeled_t<map_node<Op, A...>, L>{n.op, peel_child(cuda::std::get<I>(n.args), leaf)...};
+}
+template <class L, class C>
+typename peeled_child<C, L>::type peel_child(const C& c, const L& leaf) {
+  if constexpr (matmul_count_v<C> == 0) {
+    (void)leaf;
+    return c;
+  } else if constexpr (peel_here_v<C>) {
+    (void)c;
+    return leaf;
+  } else {
+    return peel_rest(c, leaf);
+  }
+}
+/// The rest of the epilogue: `e` (has_peel) with its peeled part replaced by `leaf`.
+template <class L, class Op, class... A>
+peeled_t<map_node<Op, A...>, L> peel_rest(const map_node<Op, A...>& e, const L& leaf) {
+  return peel_map(e, leaf, std::index_sequence_for<A...>{});
+}
+
+template <class F, class C>
+void visit_peel_child(const C& c, F& f);
+template <class F, class Op, class... A>
+void visit_peel(const map_node<Op, A...>& e, F&& f);
+template <class F, class Op, class... A, std::size_t... I>
+void visit_peel_map(const map_node<Op, A...>& n, F& f, std::index_sequence<I...>) {
+  (visit_peel_child(cuda::std::get<I>(n.args), f), ...);
+}
+template <class F, class C>
+void visit_peel_child(const C& c, F& f) {
+  if constexpr (matmul_count_v<C> == 1) {
+    if constexpr (peel_here_v<C>) {
+      f(c);
+    } else {
+      visit_peel(c, f);
+    }
+  }
+}
+/// Calls f(part) with the peeled part of `e` (has_peel).
+template <class F, class Op, class... A>
+void visit_peel(const map_node<Op, A...>& e, F&& f) {
+  visit_peel_map(e, f, std::index_sequence_for<A...>{});
+}
+
 // --- the classification --------------------------------------------------------------------------
 /// The GEMM's result as it is to be stored: its dimensions, the operand and destination dtypes,
 /// and the destination's layout (its shape is the GEMM's result shape).

@@ -45,6 +45,11 @@ struct matmul_decision {
   const char* why = "";     ///< the reason for the route (static text)
   const char* why_op = "";  ///< the op concerned, when there is one
   lt_epilogue_plan lt;      ///< the cuBLASLt mapping (route cublaslt_fused)
+  /// Route gemm_then_elementwise: a part of the epilogue is computed by cuBLASLt into the
+  /// destination (`peel`) and the rest by one elementwise kernel in place; otherwise the product
+  /// goes to a float32 temporary.
+  bool peeled = false;
+  lt_epilogue_plan peel;    ///< the cuBLASLt mapping of the peeled part (when peeled)
 };
 
 // Operands of the fused paths: the destination, then the epilogue's leaves, strides in the
@@ -109,6 +114,45 @@ void check_matmul_strides(const matmul_node<T>& mm) {
   };
   check("a", mm.a);
   check("b", mm.b);
+}
+
+/// The view of the destination that replaces the peeled part of the epilogue.
+template <class D>
+leaf_node<D> destination_leaf(const view<D>& dst) {
+  return leaf_node<D>{{}, view<const D>(dst.data(), dst.shape(), dst.strides())};
+}
+
+/// Route 3 with a part of the epilogue peeled off (see has_peel): sets d.peeled when cuBLASLt can
+/// compute that part straight into the destination and the rest of the expression reads no other
+/// memory of the destination (which the GEMM overwrites first).
+template <class D, class E>
+void plan_peel(const view<D>& dst, const E& e, const gemm_output& o, matmul_decision& d) {
+  if constexpr (has_peel<E>::value && is_matmul_dtype_v<D>) {
+    using M = matmul_type_t<E>;
+    const M& mm = find_matmul(e);
+    if (mm.options.float32_intermediate && !std::is_same_v<D, float>) return;
+    lt_epilogue_plan p;
+    visit_peel(e, [&](const auto& part) { p = classify_epilogue(describe_epilogue(part), o); });
+    if (!p.ok) return;
+    // The rest's leaves: the destination's view (the peeled part) overlaps it, nothing else may.
+    const auto rest = peel_rest(e, destination_leaf(dst));
+    const auto ops = gemm_space_operands(dst, rest);
+    const gemm_dims& g = mm.dims;
+    const shape_t gs = mm.shape();
+    const shape_t space = g.batched ? gs : shape_t{1, gs[0], gs[1]};
+    const std::int64_t dspan = span_elements(ops[0], space) * ops[0].elem_size;
+    int overlapping = 0;
+    for (std::size_t i = 1; i < ops.size(); ++i)
+      if (byte_ranges_overlap(ops[0].data, dspan, ops[i].data, span_elements(ops[i], space) * ops[i].elem_size)) ++overlapping;
+    if (overlapping != 1) return;
+    d.peeled = true;
+    d.peel = p;
+  } else {
+    (void)dst;
+    (void)e;
+    (void)o;
+    (void)d;
+  }
 }
 
 /// The plan: which route computes `dst = e` and why. Throws fusex::shape_error when the
@@ -213,6 +257,7 @@ matmul_decision plan_matmul(const view<D>& dst, const E& e) {
     d.route = matmul_route::gemm_then_elementwise;
     d.why = d.lt.why;
     d.why_op = d.lt.why_op;
+    plan_peel(dst, e, o, d);
   }
   return d;
 }
@@ -267,6 +312,24 @@ void gemm_into_temporary(const matmul_node<T>& mm, float* out, cudaStream_t stre
   }
 }
 
+/// One cuBLASLt call computing D = act(alpha A B + beta C + bias) into `dst` as `p` maps it.
+/// False when cuBLASLt has no algorithm for it (nothing enqueued).
+template <class T, class D>
+bool lt_fused_call(const matmul_node<T>& mm, const lt_epilogue_plan& p, const view<D>& dst, cudaStream_t stream) {
+  lt_gemm g;
+  lt_operands(mm, p.n_rows, g);
+  g.cd_type = cuda_data_type<D>();
+  g.epilogue = lt_epilogue_of(p.act, p.has_bias);
+  g.c = p.c;
+  g.d = p.d;
+  g.d_ptr = dst.data();
+  g.c_ptr = p.has_residual ? p.residual.data : dst.data();
+  g.bias_ptr = p.has_bias ? p.bias.data : nullptr;
+  g.alpha = static_cast<float>(p.alpha);
+  g.beta = static_cast<float>(p.beta);
+  return lt_matmul(g, stream);
+}
+
 #if defined(__CUDACC__)
 template <class D, class E>
 void eval_matmul_device_impl(const view<D>& dst, const E& e, cudaStream_t stream) {
@@ -282,20 +345,15 @@ void eval_matmul_device_impl(const view<D>& dst, const E& e, cudaStream_t stream
   }
   if constexpr (is_matmul_dtype_v<D>) {
     if (d.route == matmul_route::cublaslt_fused) {
-      const lt_epilogue_plan& p = d.lt;
-      lt_gemm g;
-      lt_operands(mm, p.n_rows, g);
-      g.cd_type = cuda_data_type<D>();
-      g.epilogue = lt_epilogue_of(p.act, p.has_bias);
-      g.c = p.c;
-      g.d = p.d;
-      g.d_ptr = dst.data();
-      g.c_ptr = p.has_residual ? p.residual.data : dst.data();
-      g.bias_ptr = p.has_bias ? p.bias.data : nullptr;
-      g.alpha = static_cast<float>(p.alpha);
-      g.beta = static_cast<float>(p.beta);
-      if (lt_matmul(g, stream)) return;
+      if (lt_fused_call(mm, d.lt, dst, stream)) return;
       // No cuBLASLt algorithm for this epilogue: the general route below.
+    }
+    if constexpr (has_peel<E>::value) {
+      if (d.route == matmul_route::gemm_then_elementwise && d.peeled && lt_fused_call(mm, d.peel, dst, stream)) {
+        // The rest of the epilogue, in place over what cuBLASLt wrote (one elementwise kernel).
+        eval_device(std::make_tuple(dst), stream, peel_rest(e, destination_leaf(dst)));
+        return;
+      }
     }
   }
   const shape_t gs = mm.shape();
@@ -432,6 +490,19 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
       break;
     }
     case matmul_route::gemm_then_elementwise:
+      if (d.peeled) {
+        const lt_epilogue_plan& p = d.peel;
+        out += std::string("  path: cuBLASLt, 1 call with its epilogue ") +
+               lt_epilogue_name(lt_epilogue_of(p.act, p.has_bias)) + " for part of the expression, into the destination (" +
+               dtype_name<D>() + "), then 1 elementwise kernel in place over the destination for the rest: the whole "
+               "epilogue does not map onto cuBLASLt's because of " + why + "\n";
+        if (!std::is_same_v<D, float>) {
+          out += std::string("    the part's result is rounded to ") + dtype_name<D>() +
+                 " before the rest (matmul_options::float32_intermediate keeps it in float32)\n";
+        }
+        out += "    (if cuBLASLt has no algorithm for that epilogue, the product goes to a float32 temporary instead)\n";
+        break;
+      }
       out += "  path: cuBLASLt GEMM into a float32 temporary " + mm.shape().str() +
              " from the default resource, then 1 elementwise kernel" +
              (E::reduce_count > 0 ? std::string(" (after the reductions' kernels)") : std::string()) +

@@ -35,6 +35,15 @@ struct matmul_options {
   bool allow_tf32 = false;
   /// Overrides the path chooser for this matmul.
   matmul_path path = matmul_path::automatic;
+  /// The GEMM + elementwise path (an epilogue cuBLASLt cannot apply whole) with a float16 or
+  /// bfloat16 destination. false (default): one cuBLASLt call applies the largest part of the
+  /// epilogue it can (e.g. bias + gelu_tanh) and writes the destination in its dtype, then one
+  /// elementwise kernel applies the rest in place: that part's result is rounded to the
+  /// destination's dtype before the rest (one rounding more) and no temporary is needed. true: the
+  /// product goes to a float32 temporary and the whole epilogue runs in float32, rounded once at
+  /// the store (6 more bytes of memory traffic per element). A float32 destination is always
+  /// handled the first way (no extra rounding there).
+  bool float32_intermediate = false;
 };
 
 namespace detail {
