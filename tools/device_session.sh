@@ -8,7 +8,8 @@
 #     $OUT/<phase>.tar.gz (the device tool returns at most 8 files);
 #   - benchmarks and fusex-tour (a few fast translation units) build and run first.
 # Usage: tools/device_session.sh [bench|test|all]   (env: BUILD_BUDGET, TEST_BUDGET, BENCH_ARGS,
-#        BENCH_ONLY (regex of bench programs), GATES=1 for the stress and large tests)
+#        BENCH_ONLY (regex of bench programs), GATES=1 for the stress and large tests, EXTRA_CMD: a
+#        command run after the tour, output in extra.log)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 phase=${1:-all}
@@ -52,6 +53,11 @@ if [ "$phase" != test ]; then
     echo "tour exit $?"; tail -25 "$work/tour.log"
   fi
   pack
+  if [ -n "${EXTRA_CMD:-}" ]; then  # e.g. an ncu profile; $BUILD is the build folder
+    (export BUILD; timeout "${EXTRA_BUDGET:-120}" bash -c "$EXTRA_CMD") > "$work/extra.log" 2>&1
+    echo "extra exit $?"; tail -5 "$work/extra.log"
+    pack
+  fi
   stamp "benchmarks and tour done"
 fi
 if [ "$phase" != bench ]; then

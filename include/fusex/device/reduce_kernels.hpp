@@ -316,7 +316,8 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
     if constexpr (V > 1) {
       // The cached path only for 32-bit plans: a 64-bit plan is a tensor of 2^31 elements or more
       // and re-reads its rows; not instantiating it there keeps compile time down.
-      if constexpr (sizeof(Index) == 4) {
+      // (and only where the leaves' vectors fit the register budget, as the planner decides).
+      if constexpr (sizeof(Index) == 4 && leaf_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes) {
         if (p.cached) {
           cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
                         std::make_integer_sequence<int, row_cache_chunks(V)>{});

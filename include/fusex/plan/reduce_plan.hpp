@@ -33,6 +33,12 @@ FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
   return c > 4 ? 4 : (c < 1 ? 1 : c);
 }
 
+/// Register budget of the cached row, in bytes per thread: the cached vectors of every leaf
+/// together (each occurrence of an operand is its own leaf). softmax (2 leaves), rms_norm with a
+/// weight (4) and layer_norm with an affine epilogue (5) fit in fp32; longer expressions re-read
+/// their rows per pass instead of spilling registers.
+inline constexpr int row_cache_budget_bytes = 384;
+
 /// Fewer rows than this (about one per SM of a large GPU), each longer than 65536 columns, leave
 /// most of the GPU idle in the row kernel (one block per row): rule 2 splits each row across
 /// blocks instead (measured on the H200: softmax over [64, 2^20] ran at 9% of the copy's
@@ -209,7 +215,9 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   L.rows_per_block = L.block / L.tpr;
   // Short enough rows are read once into registers, whatever the number of passes; longer ones
   // are re-read by each pass (the later reads mostly from L2).
-  L.cached = row_tuning_state().cache && L.vector_width > 1 && !L.index64 &&
+  int cache_bytes = 0;
+  for (int i = 1; i < n_ops; ++i) cache_bytes += ops[i].elem_size * chunks * L.vector_width;
+  L.cached = row_tuning_state().cache && L.vector_width > 1 && !L.index64 && cache_bytes <= row_cache_budget_bytes &&
              L.cols / L.vector_width <= std::int64_t{chunks} * L.tpr;
   L.ok = true;
   return L;

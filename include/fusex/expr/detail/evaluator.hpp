@@ -310,6 +310,17 @@ struct reduction_depth<map_eval<Op, C...>> : std::integral_constant<int, std::ma
 template <class Op, class C>
 struct reduction_depth<reduce_eval<Op, C>> : std::integral_constant<int, reduction_depth<C>::value + 1> {};
 
+/// Bytes of one element of every leaf of an evaluator, summed (the row kernel's register cache
+/// keeps raw leaf values).
+template <class E>
+struct leaf_bytes : std::integral_constant<int, 0> {};
+template <class T, class Index>
+struct leaf_bytes<leaf_eval<T, Index>> : std::integral_constant<int, static_cast<int>(sizeof(T))> {};
+template <class Op, class... C>
+struct leaf_bytes<map_eval<Op, C...>> : std::integral_constant<int, (0 + ... + leaf_bytes<C>::value)> {};
+template <class Op, class C>
+struct leaf_bytes<reduce_eval<Op, C>> : std::integral_constant<int, leaf_bytes<C>::value> {};
+
 /// Pointers to the reductions of level L below `e`, as a tuple (leaves and scalars have none).
 template <int L, class E>
 FUSEX_HD FUSEX_FORCEINLINE cuda::std::tuple<> gather_level(const E&) {
