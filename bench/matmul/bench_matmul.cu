@@ -2,13 +2,16 @@
 //  (a) bf16 relu(linear(x, w, b)) at 8192^3 and M=N=4096, K=1024: fusex (one cuBLASLt call with
 //      its RELU_BIAS epilogue), cuBLASLt's fused epilogue called directly, and a plain cuBLASLt GEMM
 //      followed by a separate fusex elementwise kernel.            target: fusex within 3% of direct
-//  (b) gelu_tanh(linear(x, w, b)) * 0.5 + residual on the same shapes (GEMM + one fused kernel).
-//                                                                   target: within 10% of (a)
+//  (b) gelu_tanh(linear(x, w, b)) * 0.5 + residual on the same shapes: cuBLASLt's GELU_BIAS epilogue
+//      into the bf16 destination, then one in-place kernel (fusex_custom), and with
+//      matmul_options::float32_intermediate (fusex_custom_f32: GEMM into a float32 temporary + one
+//      kernel).                                                     target: within 10% of (a)
 //  (c) 100 x (Linear(256, 256) + ReLU) at batch 16, fp32, eager and replayed from a graph, on the
 //      fusex small-M path and on the cuBLASLt path (and cuBLASLt called directly, the issue's
 //      baseline).                                        target: graph <= 280 us, eager <= 700 us
-//  (d) chooser sweep: 20 chained relu(linear) layers, M x (N = K), fp32 and bf16, fusex kernel vs
-//      cuBLASLt; per-layer time is the counter `us_per_layer`. The crossover sets the thresholds of
+//  (d) chooser sweep: 20 chained relu(linear) layers in a graph, M x (N = K), fp32 and bf16, fusex
+//      kernel vs cuBLASLt (range 2); per-layer time is the counter `us_per_layer`, and
+//      `chooser_fusex` says what the current thresholds pick. The crossover sets the thresholds of
 //      fusex::matmul_chooser_settings (docs/matmul.md).
 #include <fusex/fusex.hpp>
 #include <fusex/matmul.hpp>
@@ -19,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 namespace {
@@ -112,7 +116,7 @@ struct direct_lt {
 };
 
 // --- (a) and (b) ----------------------------------------------------------------------------------
-enum variant { fusex_fused, direct_fused, gemm_then_kernel, fusex_custom };
+enum variant { fusex_fused, direct_fused, gemm_then_kernel, fusex_custom, fusex_custom_f32 };
 
 template <variant V>
 void bm_large(benchmark::State& state) {
@@ -140,8 +144,15 @@ void bm_large(benchmark::State& state) {
       fusex::eval(yv, fusex::relu(yv + bv), s);
     });
   } else {
+    // fusex_custom: cuBLASLt's GELU_BIAS epilogue into y (bf16), then y = y * 0.5 + r in place.
+    // fusex_custom_f32: matmul_options::float32_intermediate, the product in a float32 temporary.
+    fusex::matmul_options o;
+    o.float32_intermediate = V == fusex_custom_f32;
+    const std::string plan = fusex::explain(yv, fusex::gelu_tanh(fusex::linear(xv, wv, bv, o)) * 0.5f + rv);
+    state.SetLabel(plan.find("for part of the expression") != std::string::npos ? "GELU_BIAS + in-place kernel"
+                                                                                  : "float32 temporary + kernel");
     secs = fusex_bench::time_with_events(state, s, [&] {
-      fusex::eval(yv, fusex::gelu_tanh(fusex::linear(xv, wv, bv)) * 0.5f + rv, s);
+      fusex::eval(yv, fusex::gelu_tanh(fusex::linear(xv, wv, bv, o)) * 0.5f + rv, s);
     });
   }
   report_flops(state, 2.0 * double(M) * double(N) * double(K), secs);
@@ -169,10 +180,23 @@ struct mlp {
   }
 };
 
+// Captures `enqueue` into a graph and times its replays. fusex work is captured with
+// fusex::graph_capture (allocations during the capture, such as cuBLASLt's workspace, come from
+// the capture's graph-private pool, as for the eager calls); `raw` uses cudaStreamBeginCapture
+// directly (cuBLASLt called directly; fusex then allocates nothing and runs cuBLASLt without
+// workspace).
 template <class F>
-double time_graph(benchmark::State& state, cudaStream_t s, F&& enqueue) {
+double time_graph(benchmark::State& state, cudaStream_t s, F&& enqueue, bool raw = false) {
   enqueue();  // warm-up outside capture: plans and handles are made here
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (!raw) {
+    fusex::graph_exec ge = [&] {
+      fusex::graph_capture cap(s);
+      enqueue();
+      return cap.finish();
+    }();
+    return fusex_bench::time_with_events(state, s, [&] { ge.launch(s); });
+  }
   cudaGraph_t g{};
   FUSEX_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   enqueue();
@@ -209,7 +233,8 @@ void bm_mlp(benchmark::State& state) {
     }
   };
   state.SetLabel(which == 0 ? "fusex small-M kernel" : (which == 1 ? "fusex via cuBLASLt" : "cuBLASLt direct"));
-  const double secs = state.range(1) ? time_graph(state, s, enqueue) : fusex_bench::time_with_events(state, s, enqueue);
+  const double secs =
+      state.range(1) ? time_graph(state, s, enqueue, which == 2) : fusex_bench::time_with_events(state, s, enqueue);
   state.counters["us_per_step"] = secs / double(state.iterations()) * 1e6;
   report_flops(state, 2.0 * mlp::layers * mlp::batch * mlp::width * mlp::width, secs);
 }
@@ -227,6 +252,15 @@ void bm_sweep(benchmark::State& state) {
   auto v0 = fusex::make_view(h0.p, {M, NK});
   auto v1 = fusex::make_view(h1.p, {M, NK});
   const cudaStream_t s = bench_stream();
+  // What the automatic chooser picks for this shape now (1: the fusex kernel), next to the
+  // measured path, so that a table of the sweep shows where its thresholds are wrong.
+  const char* why = "";
+  fusex::detail::gemm_dims g;
+  g.m = M;
+  g.n = NK;
+  g.k = NK;
+  const bool chooser_fusex = fusex::detail::choose_fusex_kernel(fusex::dtype_name<T>(), g, fusex::matmul_chooser(), why);
+  state.counters["chooser_fusex"] = chooser_fusex ? 1 : 0;
   state.SetLabel(state.range(2) ? "cuBLASLt" : "fusex kernel");
   const double secs = time_graph(state, s, [&] {
     for (int i = 0; i < chain; i += 2) {
@@ -238,9 +272,11 @@ void bm_sweep(benchmark::State& state) {
   report_flops(state, 2.0 * chain * double(M) * double(NK) * double(NK), secs);
 }
 
+// range(0) M, range(1) N = K, range(2) the path (0 the fusex kernel, 1 cuBLASLt): both paths at
+// every point, so the crossover in M and in N*K can be read off per dtype.
 void sweep_args(benchmark::internal::Benchmark* b) {
-  for (std::int64_t m : {1, 4, 16, 32, 64})
-    for (std::int64_t nk : {256, 1024, 4096})
+  for (std::int64_t m : {1, 2, 4, 8, 16, 32, 48, 64})
+    for (std::int64_t nk : {256, 1024, 2048, 4096, 8192})
       for (std::int64_t lt : {0, 1}) b->Args({m, nk, lt});
 }
 
@@ -251,6 +287,7 @@ BENCHMARK(bm_large<fusex_fused>)->Args({8192, 8192, 8192})->Args({4096, 4096, 10
 BENCHMARK(bm_large<direct_fused>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_large<gemm_then_kernel>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_large<fusex_custom>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_large<fusex_custom_f32>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
 // (c)
 BENCHMARK(bm_mlp)->ArgsProduct({{0, 1, 2}, {0, 1}})->Iterations(200)->UseManualTime()->Unit(benchmark::kMicrosecond);
 // (d)

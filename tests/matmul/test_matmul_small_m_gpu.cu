@@ -1,7 +1,8 @@
 // GPU tests of the small-M path (fusex's GEMM kernel with the epilogue inlined), of kernel-node
 // counts under stream capture (a built-in epilogue is one GEMM node, an arbitrary one at most
 // two), and of a chain of 100 Linear(256, 256) + ReLU layers at batch 16, eager and replayed from a
-// graph, each layer checked against the reference computed from that layer's actual input.
+// graph (fusex::graph_capture and a raw capture), each layer checked against the reference
+// computed from that layer's actual input.
 #include "matmul_gpu_support.hpp"
 
 #include <cstdint>
@@ -22,7 +23,7 @@ void small_m_sweep(std::int64_t N, std::int64_t K) {
   operand<T> w(static_cast<std::size_t>(N * K), -1, 1, 5), bias(static_cast<std::size_t>(N), -1, 1, 6);
   w.on_device({N, K});
   bias.on_device({N});
-  for (std::int64_t M : {1, 2, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64}) {
+  for (std::int64_t M : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 40, 48, 63, 64}) {
     INFO(fusex::dtype_name<T>() << " M " << M << " N " << N << " K " << K);
     operand<T> x(static_cast<std::size_t>(M * K), -1, 1, static_cast<unsigned>(7 + M));
     x.on_device({M, K});
@@ -54,9 +55,49 @@ TEST_CASE("matmul gpu: small-M path, vector loads", "[matmul][gpu][small_m]") {
   small_m_sweep<float>(250, 1024);  // a partial last block of columns
 }
 
+TEST_CASE("matmul gpu: small-M path, block shapes (K split over 1 to 4 warps, partial tiles)", "[matmul][gpu][small_m]") {
+  small_m_sweep<float>(250, 8);       // K = 8: one warp, two threads with loads
+  small_m_sweep<bfloat16>(37, 64);    // one warp, a partial last column tile
+  small_m_sweep<float>(6, 512);       // four warps, N below one tile of 8 columns
+  small_m_sweep<half>(100, 4096);     // four warps, several steps per thread
+}
+
 TEST_CASE("matmul gpu: small-M path, element loads (K not a multiple of the vector)", "[matmul][gpu][small_m]") {
   small_m_sweep<float>(130, 255);
   small_m_sweep<half>(33, 65);
+  small_m_sweep<bfloat16>(3, 1);
+}
+
+TEST_CASE("matmul gpu: small-M path, strided operands and M above 64", "[matmul][gpu][small_m]") {
+  fusex_test::stream_guard s;
+  const std::int64_t N = 72, K = 96, ld = K + 8;
+  operand<float> wide(static_cast<std::size_t>(130 * ld), -1, 1, 11), w(static_cast<std::size_t>(N * ld), -1, 1, 12),
+      bias(static_cast<std::size_t>(N), -1, 1, 13), xt(static_cast<std::size_t>(K * 130), -1, 1, 14);
+  w.on_device({N, K}, {ld, 1});  // weight rows with padding: 16-byte loads
+  bias.on_device({N});
+  for (std::int64_t M : {1, 5, 16, 64, 65, 130}) {
+    for (int layout = 0; layout < 2; ++layout) {
+      // 0: x a column slice of a wider row-major matrix (16-byte loads); 1: x transposed in memory
+      // (unit stride along M: element loads).
+      INFO("M " << M << " layout " << layout);
+      operand<float>& src = layout == 0 ? wide : xt;
+      const auto xv = layout == 0 ? src.on_device({M, K}, {ld, 1}) : src.on_device({M, K}, {1, M});
+      const product P = reference_product(src.on_host(), w.on_host().t());
+      device_array<float> out(static_cast<std::size_t>(M * N));
+      out.poison();
+      fusex::view<float> o(out.data(), {M, N});
+      const auto e = fusex::gelu(fusex::linear(xv, w.v, bias.v, path(fusex::matmul_path::fusex))) - 1.0f;
+      CHECK(fusex::explain(o, e).find("fusex GEMM kernel") != std::string::npos);
+      fusex::eval(o, e, s.s);
+      FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+      const std::string m = check(out, expected(P, o, [&](double v, auto, auto, std::int64_t j) {
+                                    return gelu_ref(v + static_cast<double>(bias.host[static_cast<std::size_t>(j)])) - 1;
+                                  }),
+                                  tolerance<float>(K) * 2);
+      INFO(m);
+      CHECK(m.empty());
+    }
+  }
 }
 
 TEST_CASE("matmul gpu: small-M path, batched with strided operands", "[matmul][gpu][small_m]") {
@@ -158,10 +199,33 @@ TEST_CASE("matmul gpu: 100 x (Linear(256,256) + ReLU) at batch 16, eager and gra
     FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
     net.check_layers();
     const auto eager = net.h.back().download();
-    // Captured: one kernel node per layer; the replay gives the eager result bit for bit.
+    // Captured with fusex::graph_capture (cuBLASLt's workspace from the graph-private pool: the
+    // eager plan): the replay gives the eager result bit for bit.
+    for (std::int64_t l = 1; l <= mlp::layers; ++l) net.h[static_cast<std::size_t>(l)].poison();
+    {
+      fusex::graph_exec ge = [&] {
+        fusex::graph_capture cap(s.s);
+        net.run(s.s, path(p));
+        return cap.finish();
+      }();
+      ge.launch(s.s);
+      ge.launch(s.s);
+      FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+      const auto replayed = net.h.back().download();
+      CHECK(std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)) == 0);
+    }
+    // A raw capture: one kernel node per layer (fusex allocates nothing in it; cuBLASLt runs a
+    // plan without workspace, whose results may differ from the eager plan's in the last bits).
     for (std::int64_t l = 1; l <= mlp::layers; ++l) net.h[static_cast<std::size_t>(l)].poison();
     FUSEX_CUDA_CHECK(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeThreadLocal));
-    net.run(s.s, path(p));
+    try {
+      net.run(s.s, path(p));
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(s.s, &broken);
+      if (broken != nullptr) cudaGraphDestroy(broken);
+      throw;
+    }
     cudaGraph_t g = nullptr;
     FUSEX_CUDA_CHECK(cudaStreamEndCapture(s.s, &g));
     CHECK(fusex_test::count_kernel_nodes(g) == static_cast<std::size_t>(mlp::layers));
@@ -170,8 +234,11 @@ TEST_CASE("matmul gpu: 100 x (Linear(256,256) + ReLU) at batch 16, eager and gra
     FUSEX_CUDA_CHECK(cudaGraphLaunch(ge, s.s));
     FUSEX_CUDA_CHECK(cudaGraphLaunch(ge, s.s));
     FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
-    const auto replayed = net.h.back().download();
-    CHECK(std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)) == 0);
+    net.check_layers();
+    if (p == fusex::matmul_path::automatic) {  // the fusex kernel: the same kernel, bit for bit
+      const auto replayed = net.h.back().download();
+      CHECK(std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)) == 0);
+    }
     FUSEX_CUDA_CHECK(cudaGraphExecDestroy(ge));
     FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
   }
