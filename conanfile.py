@@ -2,6 +2,12 @@
 
     conan create . --build=missing
 
+Two components, the same targets as fusex's own CMake config package:
+  core    fusex::fusex   the headers, C++17, CUDA::cudart
+  matmul  fusex::matmul  fusex::fusex plus CUDA::cublasLt, for <fusex/matmul.hpp>
+(Conan consumers name them fusex::core and fusex::matmul in cpp_info.requires.) The root target
+that CMakeDeps makes from all components is fusex::fusex_all; use the two above instead.
+
 The CUDA Toolkit is not a Conan package: it comes from the system, found by CMake's
 find_package(CUDAToolkit) in a build module that the CMakeDeps-generated config includes.
 """
@@ -13,11 +19,13 @@ from conan import ConanFile
 from conan.tools.build import check_min_cppstd
 from conan.tools.files import copy, load, save
 
-# Included by the config that CMakeDeps generates for fusex, after fusex::fusex is defined: the same
-# CUDA wiring as fusex's own config package (cmake/fusexConfig.cmake.in).
+# Included by the config that CMakeDeps generates for fusex, after fusex::fusex and fusex::matmul are
+# defined: the same CUDA wiring as fusex's own config package (cmake/fusexConfig.cmake.in, and
+# CMakeLists.txt for fusex::matmul).
 _CUDA_BUILD_MODULE = """\
 # fusex needs the system's CUDA Toolkit: the CUDA runtime, and with CUDA 13 its CCCL include folder
-# for host-compiler translation units. Both are found on the consumer's machine.
+# for host-compiler translation units; fusex::matmul also cuBLASLt. All are found on the consumer's
+# machine.
 find_package(CUDAToolkit REQUIRED)
 if(TARGET fusex::fusex)
   target_link_libraries(fusex::fusex INTERFACE CUDA::cudart)
@@ -28,6 +36,9 @@ if(TARGET fusex::fusex)
     endif()
   endforeach()
   unset(_fusex_dir)
+endif()
+if(TARGET fusex::matmul)
+  target_link_libraries(fusex::matmul INTERFACE CUDA::cublasLt)
 endif()
 """
 
@@ -67,9 +78,23 @@ class FusexConan(ConanFile):
 
     def package_info(self):
         self.cpp_info.set_property("cmake_file_name", "fusex")
-        self.cpp_info.set_property("cmake_target_name", "fusex::fusex")
+        # CMakeDeps links the root target to every component; it cannot be fusex::fusex, which is
+        # the core alone (it does not link cuBLASLt).
+        self.cpp_info.set_property("cmake_target_name", "fusex::fusex_all")
         self.cpp_info.set_property("cmake_build_modules", [self._build_module])
         self.cpp_info.bindirs = []
         self.cpp_info.libdirs = []
-        # TODO(matmul): once fusex::matmul exists, describe fusex::fusex and fusex::matmul as components
-        # (matmul also links CUDA::cublasLt in the build module).
+
+        core = self.cpp_info.components["core"]
+        core.set_property("cmake_target_name", "fusex::fusex")
+        core.includedirs = ["include"]
+        core.bindirs = []
+        core.libdirs = []
+
+        # CUDA::cublasLt is added by the build module: the CUDA Toolkit is not a Conan package.
+        matmul = self.cpp_info.components["matmul"]
+        matmul.set_property("cmake_target_name", "fusex::matmul")
+        matmul.requires = ["core"]
+        matmul.includedirs = []
+        matmul.bindirs = []
+        matmul.libdirs = []

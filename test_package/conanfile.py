@@ -1,4 +1,5 @@
-"""Builds and runs a small CUDA program against the fusex package that `conan create` made."""
+"""Builds and runs two small CUDA programs against the fusex package that `conan create` made: one
+using fusex::fusex, one using fusex::matmul (cuBLASLt). Neither needs a GPU to build or to run."""
 
 import os
 
@@ -26,4 +27,5 @@ class FusexTestPackageConan(ConanFile):
 
     def test(self):
         if can_run(self):
-            self.run(os.path.join(self.cpp.build.bindir, "fusex_test_package"), env="conanrun")
+            for program in ("fusex_test_package", "fusex_test_package_matmul"):
+                self.run(os.path.join(self.cpp.build.bindir, program), env="conanrun")
