@@ -315,7 +315,9 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
              " pass(es) over each row (" + std::to_string(reds.size()) + " reduction(s); those of one nesting level share a pass) then the " +
              (R.full_dest ? "epilogue over the row" : "one value per row") + ", " +
              (R.vector_width > 1 ? "vector width " + std::to_string(R.vector_width) : std::string("scalar accesses")) +
-             (R.cached ? ", row kept in registers (read once)" : "") +
+             (R.cached ? ", row kept in registers (read once; " + std::to_string(R.cached_leaves) + " of " +
+                             std::to_string(ro.ops.size() - 1) + " leaves answered from registers)"
+                       : std::string()) +
              (R.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n");
       elementwise_layout L;
       L.shape = R.full;

@@ -572,6 +572,9 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     CHECK(contains(plan, "var over axes [1] keepdim -> float32"));
     CHECK(contains(plan, "1 pass(es) over each row (2 reduction(s)"));  // mean and var share the pass
     CHECK(contains(plan, "row kept in registers"));
+    // x + residual is written three times: x owns the float32 registers (first of the tie), its
+    // three occurrences read them; residual, weight and bias read memory.
+    CHECK(contains(plan, "3 of 8 leaves answered from registers"));
   }
   {
     // Written by hand, softmax nests: the max is needed before the sum of exponentials.
@@ -615,5 +618,52 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     INFO(plan);
     CHECK(contains(plan, "2 reduction(s)"));
     CHECK(contains(plan, "rule 2"));
+  }
+}
+
+TEST_CASE("host: the cached row's roles: per leaf type, the most written operand owns the registers", "[reduce][host][explain]") {
+  using fusex::detail::operand_layout;
+  float a = 0, b = 0;
+  fusex::bfloat16 c{};
+  auto leaf = [](const void* p, const char* dtype, int size, std::int64_t rs) {
+    operand_layout o;
+    o.data = p;
+    o.dtype = dtype;
+    o.elem_size = size;
+    o.s[0] = rs;
+    o.s[1] = 1;
+    return o;
+  };
+  auto role = [](std::uint64_t m, int i) { return static_cast<int>((m >> (2 * i)) & 3u); };
+  int cached = 0;
+  {
+    // b (written twice) beats a (once) for float32; c owns the bfloat16 registers alone.
+    const operand_layout ops[] = {leaf(&a, "float32", 4, 256), leaf(&b, "float32", 4, 256), leaf(&c, "bfloat16", 2, 256),
+                                  leaf(&b, "float32", 4, 256)};
+    const auto m = fusex::detail::assign_cache_roles(ops, 4, cached);
+    CHECK(role(m, 0) == 0);
+    CHECK(role(m, 1) == 2);
+    CHECK(role(m, 2) == 2);
+    CHECK(role(m, 3) == 1);
+    CHECK(cached == 3);
+  }
+  {
+    // The same pointer with another row stride (a broadcast row) is another operand.
+    const operand_layout ops[] = {leaf(&a, "float32", 4, 0), leaf(&a, "float32", 4, 256), leaf(&a, "float32", 4, 256)};
+    const auto m = fusex::detail::assign_cache_roles(ops, 3, cached);
+    CHECK(role(m, 0) == 0);
+    CHECK(role(m, 1) == 2);
+    CHECK(role(m, 2) == 1);
+    CHECK(cached == 2);
+  }
+  {
+    // User types never share registers; leaves past the 32nd read memory.
+    std::vector<operand_layout> ops(40, leaf(&a, "float32", 4, 256));
+    ops[0] = leaf(&b, "user type", 4, 256);
+    const auto m = fusex::detail::assign_cache_roles(ops.data(), 40, cached);
+    CHECK(role(m, 0) == 0);
+    CHECK(role(m, 1) == 2);
+    CHECK(role(m, 31) == 1);
+    CHECK(cached == 31);
   }
 }

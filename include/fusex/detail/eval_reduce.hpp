@@ -436,6 +436,7 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   p.vectorized = L.vector_width > 1;
   p.cached = L.cached && L.vector_width == V;
   p.full = L.full_dest;
+  p.cache_modes = L.cache_modes;
   const auto out = make_out_evaluator<Index>(dst, ops[0]);
   leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
   const auto ev = make_evaluator(expr, src);

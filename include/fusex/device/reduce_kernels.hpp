@@ -31,6 +31,7 @@ struct row_params {
   bool vectorized;
   bool cached;         // cols / V <= row_cache_chunks(V) * tpr: the row is kept in registers
   bool full;           // epilogue over whole rows (else one value per row)
+  std::uint64_t cache_modes;  // cached path: each leaf's cache role, 2 bits per leaf in visit order
 };
 
 /// Parameters of the generic reduction kernels. The operand's dimensions are reordered on the host
@@ -179,9 +180,9 @@ __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_par
 
 // --- the cached path: each thread's row_cache_chunks(W) vectors of the row live in registers ----
 
-template <int W, int k, class Index, class Tup, class Acc, std::size_t... I>
+template <int W, int k, class Index, class Tup, class Acc, class Set, std::size_t... I>
 __device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, const row_params<Index>& p, Index row,
-                                                    bool active, int lane, const std::uint64_t* slots,
+                                                    bool active, int lane, const std::uint64_t* slots, const Set& set,
                                                     std::index_sequence<I...>) {
   const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
   if (!active || j >= p.cols / W) return;
@@ -189,7 +190,7 @@ __device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, con
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  const cached_row_context<k> ctx{{slots}};
+  const cached_row_context<k, Set> ctx{{slots}, &set};
   (row_accumulate<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
 }
 
@@ -202,10 +203,10 @@ __device__ FUSEX_FORCEINLINE void combine_into(const cuda::std::tuple<const R*..
    ...);
 }
 
-template <int W, class Index, class... R, std::size_t... I, int... K>
+template <int W, class Index, class Set, class... R, std::size_t... I, int... K>
 __device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
                                               bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
-                                              std::index_sequence<I...> is, std::integer_sequence<int, K...>) {
+                                              const Set& set, std::index_sequence<I...> is, std::integer_sequence<int, K...>) {
   // One accumulator per chunk: the chunks are independent chains (instruction-level
   // parallelism), combined in chunk order at the end.
   using acc_tuple = cuda::std::tuple<row_acc_t<R>...>;
@@ -213,56 +214,60 @@ __device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...
   FUSEX_UNROLL
   for (int k = 0; k < static_cast<int>(sizeof...(K)); ++k)
     acc[k] = acc_tuple{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
-  (cached_accumulate<W, K>(rs, acc[K], p, row, active, lane, slots, is), ...);
+  (cached_accumulate<W, K>(rs, acc[K], p, row, active, lane, slots, set, is), ...);
   FUSEX_UNROLL
   for (int k = 1; k < static_cast<int>(sizeof...(K)); ++k) combine_into(rs, acc[0], acc[k], is);
   (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc[0]), p, active, lane, slots, scratch), ...);
   __syncthreads();
 }
 
-template <int W, int L, class Index, class CExpr, class Chunks>
+template <int W, int L, class Index, class CExpr, class Set, class Chunks>
 __device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_params<Index>& p, Index row, bool active,
-                                                    int lane, std::uint64_t* slots, unsigned char* scratch, Chunks chunks) {
+                                                    int lane, std::uint64_t* slots, unsigned char* scratch, const Set& set,
+                                                    Chunks chunks) {
   const auto rs = gather_level<L>(ce);
-  cached_pass<W>(rs, p, row, active, lane, slots, scratch,
+  cached_pass<W>(rs, p, row, active, lane, slots, scratch, set,
                  std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{}, chunks);
 }
 
-template <int W, int k, class Index, class CExpr>
-__device__ FUSEX_FORCEINLINE void cached_fill(CExpr& ce, const row_params<Index>& p, Index row, bool active, int lane) {
+template <int W, int k, class Index, class CExpr, class Set>
+__device__ FUSEX_FORCEINLINE void cached_fill(const CExpr& ce, const row_params<Index>& p, Index row, bool active, int lane,
+                                              Set& set) {
   const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
   if (!active || j >= p.cols / W) return;
   coord<Index, 2> c;
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  fill_cached<k>(ce, c);
+  fill_cached<k>(ce, c, set);
 }
 
-template <int W, int k, class Index, class Out, class CExpr>
+template <int W, int k, class Index, class Out, class CExpr, class Set>
 __device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, const row_params<Index>& p, Index row,
-                                               int lane, const std::uint64_t* slots) {
+                                               int lane, const std::uint64_t* slots, const Set& set) {
   const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
   if (j >= p.cols / W) return;
   coord<Index, 2> c;
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  out.template store<W>(c, ce.template load<W>(c, cached_row_context<k>{{slots}}));
+  out.template store<W>(c, ce.template load<W>(c, cached_row_context<k, Set>{{slots}, &set}));
 }
 
-/// The cached row: every leaf's share of the row is loaded once (all loads in flight together),
+/// The cached row: each leaf type's owner operand is loaded once (all loads in flight together),
 /// each nesting level of reductions is one pass over registers, and the epilogue stores from them.
 template <int W, class Index, class Out, class Expr, int... L, int... K>
 __device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p, Index row,
                                              bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
                                              std::integer_sequence<int, L...>, std::integer_sequence<int, K...> chunks) {
-  auto ce = make_cached<W, sizeof...(K), Index>(expr);
-  (cached_fill<W, K>(ce, p, row, active, lane), ...);
-  (cached_level_pass<W, L>(ce, p, row, active, lane, slots, scratch, chunks), ...);
+  int next_leaf = 0;
+  const auto ce = make_cached<W, sizeof...(K), Index>(expr, p.cache_modes, next_leaf);
+  row_cache_set<W, sizeof...(K), leaf_types_t<Expr>> set;
+  (cached_fill<W, K>(ce, p, row, active, lane, set), ...);
+  (cached_level_pass<W, L>(ce, p, row, active, lane, slots, scratch, set, chunks), ...);
   if (!active) return;
   if (p.full) {
-    (cached_store<W, K>(out, ce, p, row, lane, slots), ...);
+    (cached_store<W, K>(out, ce, p, row, lane, slots, set), ...);
   } else if (lane == 0) {
     coord<Index, 2> c;
     c.rank = 2;
@@ -317,7 +322,7 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
       // The cached path only for 32-bit plans: a 64-bit plan is a tensor of 2^31 elements or more
       // and re-reads its rows; not instantiating it there keeps compile time down.
       // (and only where the leaves' vectors fit the register budget, as the planner decides).
-      if constexpr (sizeof(Index) == 4 && leaf_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes) {
+      if constexpr (sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes) {
         if (p.cached) {
           cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
                         std::make_integer_sequence<int, row_cache_chunks(V)>{});

@@ -16,6 +16,7 @@
 #include <fusex/plan/elementwise_plan.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -73,7 +74,51 @@ struct row_layout {
   bool index64 = false;
   int tpr = 32, rows_per_block = 1, block = 32;
   bool cached = false;  ///< each thread keeps its vectors of the row in registers: one read of the row
+  /// Cached path: each leaf's role (2 bits per leaf in visit order: 0 reads memory, 1 reads its
+  /// type's registers, 2 fills them), see assign_cache_roles.
+  std::uint64_t cache_modes = 0;
+  int cached_leaves = 0;  ///< leaves answered from registers
 };
+
+/// The cached row keeps one vector set per leaf type. Per type, the operand (data and strides)
+/// written most often in the expression owns it (ties: the first visited); its other occurrences
+/// read the same registers, operands of the same type that differ read memory. Returns the roles
+/// (two bits per leaf, leaves 0..31 in visit order; later leaves read memory) and counts the
+/// leaves answered from registers.
+inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int& cached_leaves) {
+  auto same_type = [&](int a, int b) {
+    return std::strcmp(leaves[a].dtype, leaves[b].dtype) == 0 && leaves[a].elem_size == leaves[b].elem_size &&
+           std::strcmp(leaves[a].dtype, "user type") != 0;
+  };
+  auto same_operand = [&](int a, int b) {
+    return same_type(a, b) && leaves[a].data == leaves[b].data && leaves[a].s[0] == leaves[b].s[0] &&
+           leaves[a].s[1] == leaves[b].s[1];
+  };
+  const int m = n < 32 ? n : 32;
+  std::uint64_t modes = 0;
+  cached_leaves = 0;
+  for (int i = 0; i < m; ++i) {
+    bool type_seen = false;
+    for (int j = 0; j < i && !type_seen; ++j) type_seen = same_type(i, j);
+    if (type_seen || std::strcmp(leaves[i].dtype, "user type") == 0) continue;
+    int owner = -1, best = 0;
+    for (int j = i; j < m; ++j) {
+      if (!same_type(i, j)) continue;
+      int count = 0;
+      for (int t = i; t < m; ++t) count += same_operand(j, t) ? 1 : 0;
+      if (count > best) {
+        best = count;
+        owner = j;
+      }
+    }
+    for (int t = i; t < m; ++t) {
+      if (!same_operand(owner, t)) continue;
+      modes |= std::uint64_t{t == owner ? 2u : 1u} << (2 * t);
+      ++cached_leaves;
+    }
+  }
+  return modes;
+}
 
 // One reduction as the planner sees it.
 struct reduction_info {
@@ -215,10 +260,16 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   L.rows_per_block = L.block / L.tpr;
   // Short enough rows are read once into registers, whatever the number of passes; longer ones
   // are re-read by each pass (the later reads mostly from L2).
+  // The register budget counts one vector set per distinct leaf type, as the kernel allocates.
   int cache_bytes = 0;
-  for (int i = 1; i < n_ops; ++i) cache_bytes += ops[i].elem_size * chunks * L.vector_width;
+  for (int i = 1; i < n_ops; ++i) {
+    bool seen = false;
+    for (int j = 1; j < i && !seen; ++j) seen = std::strcmp(ops[i].dtype, ops[j].dtype) == 0;
+    if (!seen) cache_bytes += ops[i].elem_size * chunks * L.vector_width;
+  }
   L.cached = row_tuning_state().cache && L.vector_width > 1 && !L.index64 && cache_bytes <= row_cache_budget_bytes &&
              L.cols / L.vector_width <= std::int64_t{chunks} * L.tpr;
+  if (L.cached) L.cache_modes = assign_cache_roles(ops + 1, n_ops - 1, L.cached_leaves);
   L.ok = true;
   return L;
 }

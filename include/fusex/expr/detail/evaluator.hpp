@@ -215,88 +215,173 @@ struct reduce_eval {
   }
 };
 
-/// The context of the row kernel's cached path while it works on chunk K of its share of the row:
-/// cached leaves answer from registers.
-template <int K>
-struct cached_row_context : row_context {
-  static constexpr int chunk = K;
+// --- the row kernel's register cache -------------------------------------------------------------
+// An operand written several times in an expression (the x of (x - mean(x)) * rsqrt(var(x))) is
+// several leaves. The cache holds ONE set of vectors per leaf *type* (one for float, one for bf16,
+// ...): the planner picks per type the operand with the most occurrences as its owner; each leaf
+// is told at run time whether it is that operand (it then reads the shared registers) or another
+// one of the same type (it reads memory on each use, mostly L1/L2 hits).
+
+template <class... T>
+struct type_list {};
+template <class L, class T>
+struct type_list_add;
+template <class... Ts, class T>
+struct type_list_add<type_list<Ts...>, T> {
+  using type = std::conditional_t<(std::is_same_v<T, Ts> || ...), type_list<Ts...>, type_list<Ts..., T>>;
+};
+template <class E, class L>
+struct leaf_types_into { using type = L; };  // scalars
+template <class L, class... C>
+struct leaf_types_fold { using type = L; };
+template <class L, class C0, class... C>
+struct leaf_types_fold<L, C0, C...> : leaf_types_fold<typename leaf_types_into<C0, L>::type, C...> {};
+template <class T, class Index, class L>
+struct leaf_types_into<leaf_eval<T, Index>, L> { using type = typename type_list_add<L, std::remove_const_t<T>>::type; };
+template <class Op, class... C, class L>
+struct leaf_types_into<map_eval<Op, C...>, L> : leaf_types_fold<L, C...> {};
+template <class Op, class C, class L>
+struct leaf_types_into<reduce_eval<Op, C>, L> : leaf_types_into<C, L> {};
+/// The distinct stored types of an evaluator's leaves, in first-visit order.
+template <class E>
+using leaf_types_t = typename leaf_types_into<E, type_list<>>::type;
+
+template <class L>
+struct type_list_bytes;
+template <class... T>
+struct type_list_bytes<type_list<T...>> : std::integral_constant<int, (0 + ... + static_cast<int>(sizeof(T)))> {};
+/// Bytes of one element of each distinct leaf type (the cached row keeps one vector set per type).
+template <class E>
+struct leaf_type_bytes : type_list_bytes<leaf_types_t<E>> {};
+
+/// One leaf type's cached vectors: K chunks of W elements per thread.
+template <class T, int W, int K>
+struct leaf_cache {
+  vec<T, W> v[K];
+};
+template <class T, class... Ts>
+struct type_index;
+template <class T, class... Ts>
+struct type_index<T, T, Ts...> : std::integral_constant<std::size_t, 0> {};
+template <class T, class U, class... Ts>
+struct type_index<T, U, Ts...> : std::integral_constant<std::size_t, 1 + type_index<T, Ts...>::value> {};
+
+template <int W, int K, class L>
+struct row_cache_set;
+/// The registers of the cached row: one leaf_cache per distinct leaf type.
+template <int W, int K, class... Ts>
+struct row_cache_set<W, K, type_list<Ts...>> {
+  cuda::std::tuple<leaf_cache<Ts, W, K>...> caches;
+  template <class T>
+  FUSEX_HD FUSEX_FORCEINLINE leaf_cache<T, W, K>& get() {
+    return cuda::std::get<type_index<T, Ts...>::value>(caches);
+  }
+  template <class T>
+  FUSEX_HD FUSEX_FORCEINLINE const leaf_cache<T, W, K>& get() const {
+    return cuda::std::get<type_index<T, Ts...>::value>(caches);
+  }
 };
 
-/// A leaf whose values for this thread's K chunks of W elements of the current row are loaded
-/// once (fill) and then read from registers by every pass and the epilogue (all indices are
-/// compile-time constants after unrolling, so the array lives in registers).
+/// Cache roles of a leaf (two bits per leaf in visit order, in row_params::cache_modes).
+enum : int { leaf_uncached = 0, leaf_cache_reader = 1, leaf_cache_owner = 2 };
+
+/// The context of the row kernel's cached path while it works on chunk K of its share of the row:
+/// cached leaves answer from the registers in `set`.
+template <int K, class Set>
+struct cached_row_context : row_context {
+  static constexpr int chunk = K;
+  const Set* set;
+};
+
+/// A leaf in the cached path. The owner of its type's cache loads chunk k of this thread's share
+/// of the row into it once (fill); owner and readers then answer from those registers (all
+/// indices are compile-time constants after unrolling, so the arrays live in registers); other
+/// leaves read memory.
 template <class T, class Index, int W, int K>
 struct cached_leaf_eval {
   using value_type = T;
   using compute_type = compute_t<T>;
+  using raw_type = std::remove_const_t<T>;
   leaf_eval<T, Index> leaf;
-  vec<std::remove_const_t<T>, W> cache[K];
+  int mode;
 
-  template <int k, int R>
-  FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c) {
-    const auto raw = leaf.template load_raw<W>(c);
+  template <int k, int R, class Set>
+  FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c, Set& set) const {
+    if (mode == leaf_cache_owner) {
+      const auto raw = leaf.template load_raw<W>(c);
 FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) cache[k].v[l] = raw.v[l];
+      for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = raw.v[l];
+    }
   }
   template <class F>
   FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
   template <int V, int R, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx&) const {
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
+    if (mode == leaf_uncached) return leaf.template load<V>(c, ctx);
+    const auto& cached = ctx.set->template get<raw_type>().v[Ctx::chunk];
     vec<compute_type, V> r;
 FUSEX_UNROLL
-    for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(cache[Ctx::chunk].v[l]);
+    for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(cached.v[l]);
     return r;
   }
 };
 
-/// The cached form of an evaluator tree: leaves become cached_leaf_eval, the rest is rebuilt
-/// around them (reduction slots kept).
+/// The cached form of an evaluator tree: leaves become cached_leaf_eval with their role (from
+/// `modes`, leaves numbered in visit order by `next`), the rest is rebuilt around them
+/// (reduction slots kept).
 template <int W, int K, class Index, class T>
-FUSEX_HD FUSEX_FORCEINLINE cached_leaf_eval<T, Index, W, K> make_cached(const leaf_eval<T, Index>& e) {
-  return cached_leaf_eval<T, Index, W, K>{e, {}};
+FUSEX_HD FUSEX_FORCEINLINE cached_leaf_eval<T, Index, W, K> make_cached(const leaf_eval<T, Index>& e, std::uint64_t modes,
+                                                                        int& next) {
+  const int i = next++;
+  return cached_leaf_eval<T, Index, W, K>{e, i < 32 ? static_cast<int>((modes >> (2 * i)) & 3u) : leaf_uncached};
 }
 template <int W, int K, class Index, class T>
-FUSEX_HD FUSEX_FORCEINLINE scalar_eval<T> make_cached(const scalar_eval<T>& e) {
+FUSEX_HD FUSEX_FORCEINLINE scalar_eval<T> make_cached(const scalar_eval<T>& e, std::uint64_t, int&) {
   return e;
 }
 template <int W, int K, class Index, class Op, class... C, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::index_sequence<I...>);
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::uint64_t modes, int& next,
+                                                std::index_sequence<I...>);
 template <int W, int K, class Index, class Op, class... C>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const map_eval<Op, C...>& e) {
-  return make_cached_map<W, K, Index>(e, std::index_sequence_for<C...>{});
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const map_eval<Op, C...>& e, std::uint64_t modes, int& next) {
+  return make_cached_map<W, K, Index>(e, modes, next, std::index_sequence_for<C...>{});
 }
 template <int W, int K, class Index, class Op, class C>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const reduce_eval<Op, C>& e) {
-  auto child = make_cached<W, K, Index>(e.child);
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const reduce_eval<Op, C>& e, std::uint64_t modes, int& next) {
+  auto child = make_cached<W, K, Index>(e.child, modes, next);
   return reduce_eval<Op, decltype(child)>{e.op, child, e.slot};
 }
 template <int W, int K, class Index, class Op, class... C, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::index_sequence<I...>) {
-  using result = map_eval<Op, decltype(make_cached<W, K, Index>(cuda::std::get<I>(e.children)))...>;
-  return result{e.op, {make_cached<W, K, Index>(cuda::std::get<I>(e.children))...}};
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::uint64_t modes, int& next,
+                                                std::index_sequence<I...>) {
+  using result =
+      map_eval<Op, decltype(make_cached<W, K, Index>(cuda::std::get<I>(e.children), modes, std::declval<int&>()))...>;
+  // Braced initialisation: children are numbered left to right, in visit order.
+  return result{e.op, {make_cached<W, K, Index>(cuda::std::get<I>(e.children), modes, next)...}};
 }
 
-/// Loads chunk k of every cached leaf of the tree at coordinate c.
-template <int k, class Index, int R, class T>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(scalar_eval<T>&, const coord<Index, R>&) {}
-template <int k, class Index, int R, class T, int W, int K>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(cached_leaf_eval<T, Index, W, K>& e, const coord<Index, R>& c) {
-  e.template fill<k>(c);
+/// Loads chunk k of every owner leaf of the tree at coordinate c into `set`.
+template <int k, class Index, int R, class T, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const scalar_eval<T>&, const coord<Index, R>&, Set&) {}
+template <int k, class Index, int R, class T, int W, int K, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const cached_leaf_eval<T, Index, W, K>& e, const coord<Index, R>& c, Set& set) {
+  e.template fill<k>(c, set);
 }
-template <int k, class Index, int R, class Op, class C>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(reduce_eval<Op, C>& e, const coord<Index, R>& c);
-template <int k, class Index, int R, class Op, class... C, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached_map(map_eval<Op, C...>& e, const coord<Index, R>& c, std::index_sequence<I...>) {
-  (fill_cached<k>(cuda::std::get<I>(e.children), c), ...);
+template <int k, class Index, int R, class Op, class C, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set);
+template <int k, class Index, int R, class Op, class... C, class Set, std::size_t... I>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached_map(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set,
+                                                std::index_sequence<I...>) {
+  (fill_cached<k>(cuda::std::get<I>(e.children), c, set), ...);
 }
-template <int k, class Index, int R, class Op, class... C>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(map_eval<Op, C...>& e, const coord<Index, R>& c) {
-  fill_cached_map<k>(e, c, std::index_sequence_for<C...>{});
+template <int k, class Index, int R, class Op, class... C, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set) {
+  fill_cached_map<k>(e, c, set, std::index_sequence_for<C...>{});
 }
-template <int k, class Index, int R, class Op, class C>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(reduce_eval<Op, C>& e, const coord<Index, R>& c) {
-  fill_cached<k>(e.child, c);
+template <int k, class Index, int R, class Op, class C, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set) {
+  fill_cached<k>(e.child, c, set);
 }
 
 /// How deeply reductions nest in an evaluator: 0 without reductions; a reduction is one deeper
@@ -309,17 +394,6 @@ template <class Op, class... C>
 struct reduction_depth<map_eval<Op, C...>> : std::integral_constant<int, std::max({0, reduction_depth<C>::value...})> {};
 template <class Op, class C>
 struct reduction_depth<reduce_eval<Op, C>> : std::integral_constant<int, reduction_depth<C>::value + 1> {};
-
-/// Bytes of one element of every leaf of an evaluator, summed (the row kernel's register cache
-/// keeps raw leaf values).
-template <class E>
-struct leaf_bytes : std::integral_constant<int, 0> {};
-template <class T, class Index>
-struct leaf_bytes<leaf_eval<T, Index>> : std::integral_constant<int, static_cast<int>(sizeof(T))> {};
-template <class Op, class... C>
-struct leaf_bytes<map_eval<Op, C...>> : std::integral_constant<int, (0 + ... + leaf_bytes<C>::value)> {};
-template <class Op, class C>
-struct leaf_bytes<reduce_eval<Op, C>> : std::integral_constant<int, leaf_bytes<C>::value> {};
 
 /// Pointers to the reductions of level L below `e`, as a tuple (leaves and scalars have none).
 template <int L, class E>
