@@ -1,6 +1,9 @@
-// The double-buffered staging example (examples/staging_pipeline) computes the right result for
-// every batch, in every mode, including with slow kernels that would expose a copy overwriting a
-// buffer still being read.
+// The staging pipeline of examples/staging_pipeline (staging_pipeline.cuh: a ring of 3 pinned +
+// device slots, each batch staged into pinned memory in chunks whose H2D copies are enqueued as
+// they are staged, reduced on a compute stream) computes the right result for every batch, in every
+// mode, including with slow kernels that would expose a copy overwriting a device slot still being
+// read, or the host refilling a pinned slot still being copied. The batches here are 4 MiB, one
+// default-sized (4 MiB) chunk each.
 #include "fusex_catch.hpp"
 #include "staging_pipeline.cuh"
 
