@@ -315,7 +315,11 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
   for (int j = 0; j < sp.nr; ++j) p.div[sp.nk + j] = divisor(s[sp.rdim[j]]);
   const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
   const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
-  if (launch_reduce_2d<Index>(n, s, sp, reordered, inner_reduced, resident, out, dr)) return;
+  // (32-bit plans only: not instantiating the 64-bit variants, for tensors of 2^31 elements or
+  // more, keeps compile time down; those use the generic kernels.)
+  if constexpr (sizeof(Index) == 4) {
+    if (launch_reduce_2d<Index>(n, s, sp, reordered, inner_reduced, resident, out, dr)) return;
+  }
   std::int64_t splits = 1;
   if (inner_reduced) {
     const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;
