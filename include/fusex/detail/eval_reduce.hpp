@@ -271,13 +271,20 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
       launch_kernel("reduce_cols_kernel", &reduce_cols_kernel<Index, W, Op, decltype(child), Acc, R>,
                     dim3(static_cast<unsigned>(blocks)), dim3(256), 0, dr.stream, dev, p, n.op, child, partials, out);
     }
-    if (splits > 1) {
+    if (splits > 1 && inner_reduced) {
       const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
       const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
-      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid,
-                    dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
-                    static_cast<Index>(splits), static_cast<Index>(sp.n_count), inner_reduced, n.op,
-                    static_cast<const Acc*>(partials), out);
+      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid, dim3(256), 0, dr.stream,
+                    dev, static_cast<Index>(sp.k_count), static_cast<Index>(splits), static_cast<Index>(sp.n_count),
+                    true, n.op, static_cast<const Acc*>(partials), out);
+    } else if (splits > 1) {
+      std::int64_t fb = (sp.k_count + 255) / 256;
+      const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
+      if (fb > cap) fb = cap;
+      launch_kernel("reduce_finish_cols_kernel", &reduce_finish_cols_kernel<Index, Op, T, Acc, R>,
+                    dim3(static_cast<unsigned>(fb)), dim3(256), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
+                    static_cast<Index>(splits), static_cast<Index>(sp.n_count), n.op, static_cast<const Acc*>(partials),
+                    out);
     }
     return true;
   }

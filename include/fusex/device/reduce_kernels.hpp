@@ -519,6 +519,20 @@ __global__ void __launch_bounds__(256) reduce_cols_kernel(const reduce2d_params<
   }
 }
 
+/// Combines the partials of the column kernel ([split][k] layout) in split order: one thread per
+/// output, so a warp's reads of each split's row of partials are coalesced.
+template <class Index, class Op, class T, class Acc, class OutT>
+__global__ void __launch_bounds__(256) reduce_finish_cols_kernel(const Index k_count, const Index splits, const Index n_count,
+                                                                const Op op, const Acc* partials, OutT* out) {
+  pdl_begin();
+  for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < k_count;
+       k += static_cast<Index>(gridDim.x) * blockDim.x) {
+    Acc a = partials[k];
+    for (Index s = 1; s < splits; ++s) a = op.template combine<T>(a, partials[s * k_count + k]);
+    out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(n_count)));
+  }
+}
+
 /// Combines the partial accumulators of each output in a fixed order and stores the result.
 /// `k_major`: partials laid out [k][split] (else [split][k]).
 template <class Index, class Op, class T, class Acc, class OutT>
