@@ -2,8 +2,8 @@
 # Packs a build folder's executables and CTest files into DEST/build.tar.xz for tools/device_final.sh
 # (the device tool carries at most 64 MiB). Usage: tools/pack_prebuilt.sh BUILD_DIR DEST_DIR
 set -euo pipefail
-build=$(cd "$1" && pwd); dest=$2
-mkdir -p "$dest"
+build=$(cd "$1" && pwd)
+mkdir -p "$2" && dest=$(cd "$2" && pwd)
 echo "$build" > "$dest/build_dir"
 (cd "$build" && find . \( -name CTestTestfile.cmake -o -name DartConfiguration.tcl \
    -o \( -type f -perm -u+x ! -name '*.o' ! -name '*.so' ! -path './CMakeFiles/*' \) \) -print0 |
