@@ -529,9 +529,9 @@ BENCHMARK(bm_capture_fusex)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_capture_raw)->ArgName("nodes")->Arg(10)->Arg(100)->Arg(1000)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_launch_raw_graph)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_launch_graph_exec)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_launch_graph_cache)->ArgName("keys")->Arg(1)->Arg(3)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_launch_raw_graph)->Iterations(3000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_launch_graph_exec)->Iterations(3000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_launch_graph_cache)->ArgName("keys")->Arg(1)->Arg(3)->Iterations(3000)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // FUSEX_BENCHMARK_MAIN with prepare() before the benchmarks (and any capture) and teardown()
 // after them, and CUDA or fusex errors reported instead of aborting.

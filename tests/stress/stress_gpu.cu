@@ -111,18 +111,21 @@ TEST_CASE("stress (GPU): arena + eval + graph capture/replay, 8 threads x 4 stre
             FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
             order(cs, x.stream);
             const unsigned seed = next_seed++;
-            fusex::graph_exec g = [&] {
-              fusex::graph_capture cap(cs);
-              fill(x.p, x.bytes, seed, cs);
-              fusex::eval(as_view(y), as_view(x) + 0, cs);
-              return cap.finish();
-            }();
-            const int n = 1 + pick(4);
-            for (int k = 0; k < n; ++k) g.launch(cs);
-            replays += n;
-            x.seed = y.seed = seed;
-            order(x.stream, cs);
+            {
+              fusex::graph_exec g = [&] {
+                fusex::graph_capture cap(cs);
+                fill(x.p, x.bytes, seed, cs);
+                fusex::eval(as_view(y), as_view(x) + 0, cs);
+                return cap.finish();
+              }();
+              const int n = 1 + pick(4);
+              for (int k = 0; k < n; ++k) g.launch(cs);
+              replays += n;
+              x.seed = y.seed = seed;
+              order(x.stream, cs);
+            }  // the graph (and its private pool, released on cs) goes before its stream
             FUSEX_CUDA_CHECK(cudaStreamSynchronize(cs));
+            a.forget_stream(cs);  // the arena's contract before cudaStreamDestroy
             FUSEX_CUDA_CHECK(cudaStreamDestroy(cs));
           }
           ++ops;
