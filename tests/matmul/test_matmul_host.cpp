@@ -388,12 +388,11 @@ TEST_CASE("matmul host: the path chooser", "[matmul][host][chooser]") {
   };
   CHECK(route(16) == matmul_route::fusex_kernel);  // the batch-16 MLP case
   CHECK(route(1) == matmul_route::fusex_kernel);
-  CHECK(route(64) == matmul_route::fusex_kernel);  // N*K = 65536 <= fp32_nk_max
+  CHECK(route(64) == matmul_route::fusex_kernel);  // M*N = 16384 <= fp32_mn_max
   fusex::matmul_options lt;
   lt.path = fusex::matmul_path::cublaslt;
   CHECK(route(16, lt) == matmul_route::cublaslt_fused);
   auto s = saved;
-  s.fp32_m_always = 0;
   s.fp32_nk_max = 1000;
   fusex::set_matmul_chooser(s);
   CHECK(route(16) == matmul_route::cublaslt_fused);

@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// The path chooser: fusex's own GEMM kernel (small M, the launch-bound regime) or cuBLASLt.
-/// A threshold table by dtype, to be tuned from H200 measurements (bench/matmul, case (c) and
-/// the small-M sweep); settable at run time. Pure host code.
+/// A threshold table by dtype, set from H200 measurements (bench/matmul's small-M sweep);
+/// settable at run time. Pure host code.
 
 #include <fusex/config.hpp>
 #include <fusex/matmul/node.hpp>
@@ -15,20 +15,20 @@
 namespace fusex {
 
 /// Thresholds of the path chooser (docs/matmul.md, "Choosing a path"). For each dtype class the
-/// fusex kernel is chosen when M <= m_always, or when M <= m_max and N*K <= nk_max (weights small
-/// enough that the launch, not the math, dominates); cuBLASLt otherwise.
+/// fusex kernel is chosen when M <= m_max, M*N <= mn_max and N*K <= nk_max; cuBLASLt otherwise.
 ///
-/// Initial values are estimates, not measurements: the fusex kernel computes on CUDA cores and
-/// reads the weights once at full bandwidth, so it should win wherever cuBLASLt's tensor cores
-/// cannot be fed (tiny M) or its launch and host overheads dominate (small N*K). Tune them from
-/// bench_matmul's small-M sweep on the H200.
+/// Set from bench_matmul's chooser sweep on the H200 (2026-12-03, M 1..64, N = K 256..8192, 20
+/// chained layers replayed from a graph): in float32 the fusex kernel wins exactly where
+/// M*N <= 32768 (its blocks own 32 outputs each; beyond that cuBLASLt fills the GPU better); in
+/// bfloat16 where M*N <= 16384 and N*K <= 2^24 (cuBLASLt's tensor cores win sooner, and at
+/// 8192 x 8192 weights even at M = 1). float16 shares the bfloat16 row (not swept).
 struct matmul_chooser_settings {
-  std::int64_t fp32_m_always = 16;                 ///< float32: always the fusex kernel up to this M
-  std::int64_t fp32_m_max = 64;                    ///< float32: fusex kernel up to this M ...
-  std::int64_t fp32_nk_max = std::int64_t{1} << 24;  ///< ... when N*K is at most this
-  std::int64_t half_m_always = 4;                  ///< float16/bfloat16: always fusex up to this M
-  std::int64_t half_m_max = 64;                    ///< float16/bfloat16: fusex up to this M ...
-  std::int64_t half_nk_max = std::int64_t{1} << 20;  ///< ... when N*K is at most this
+  std::int64_t fp32_m_max = 64;                      ///< float32: fusex kernel up to this M ...
+  std::int64_t fp32_mn_max = 32768;                  ///< ... when M*N is at most this ...
+  std::int64_t fp32_nk_max = std::int64_t{1} << 26;  ///< ... and N*K at most this
+  std::int64_t half_m_max = 64;                      ///< float16/bfloat16: fusex kernel up to this M ...
+  std::int64_t half_mn_max = 16384;                  ///< ... when M*N is at most this ...
+  std::int64_t half_nk_max = std::int64_t{1} << 24;  ///< ... and N*K at most this
   /// The largest workspace cuBLASLt may use per call (32 MiB is what cuBLAS itself uses on Hopper).
   std::size_t max_workspace_bytes = std::size_t{32} << 20;
 };
@@ -38,21 +38,21 @@ struct chooser_state {
   std::atomic<std::int64_t> v[7];
   chooser_state() { store(matmul_chooser_settings{}); }
   void store(const matmul_chooser_settings& s) {
-    v[0] = s.fp32_m_always;
-    v[1] = s.fp32_m_max;
+    v[0] = s.fp32_m_max;
+    v[1] = s.fp32_mn_max;
     v[2] = s.fp32_nk_max;
-    v[3] = s.half_m_always;
-    v[4] = s.half_m_max;
+    v[3] = s.half_m_max;
+    v[4] = s.half_mn_max;
     v[5] = s.half_nk_max;
     v[6] = static_cast<std::int64_t>(s.max_workspace_bytes);
   }
   matmul_chooser_settings load() const {
     matmul_chooser_settings s;
-    s.fp32_m_always = v[0];
-    s.fp32_m_max = v[1];
+    s.fp32_m_max = v[0];
+    s.fp32_mn_max = v[1];
     s.fp32_nk_max = v[2];
-    s.half_m_always = v[3];
-    s.half_m_max = v[4];
+    s.half_m_max = v[3];
+    s.half_mn_max = v[4];
     s.half_nk_max = v[5];
     s.max_workspace_bytes = static_cast<std::size_t>(v[6].load());
     return s;
@@ -76,19 +76,23 @@ namespace detail {
 inline bool choose_fusex_kernel(const char* dtype, const gemm_dims& g, const matmul_chooser_settings& s,
                                 const char*& why) {
   const bool fp32 = std::strcmp(dtype, "float32") == 0;
-  const std::int64_t m_always = fp32 ? s.fp32_m_always : s.half_m_always;
   const std::int64_t m_max = fp32 ? s.fp32_m_max : s.half_m_max;
+  const std::int64_t mn_max = fp32 ? s.fp32_mn_max : s.half_mn_max;
   const std::int64_t nk_max = fp32 ? s.fp32_nk_max : s.half_nk_max;
-  if (g.m <= m_always) {
-    why = "M is at most the chooser's m_always for this dtype";
-    return true;
+  if (g.m > m_max) {
+    why = "M is above the chooser's m_max for this dtype";
+    return false;
   }
-  if (g.m <= m_max && g.n * g.k <= nk_max) {
-    why = "M is at most the chooser's m_max and N*K at most its nk_max for this dtype";
-    return true;
+  if (g.m * g.n > mn_max) {
+    why = "M*N is above the chooser's mn_max for this dtype";
+    return false;
   }
-  why = g.m > m_max ? "M is above the chooser's m_max for this dtype" : "N*K is above the chooser's nk_max for this dtype";
-  return false;
+  if (g.n * g.k > nk_max) {
+    why = "N*K is above the chooser's nk_max for this dtype";
+    return false;
+  }
+  why = "M, M*N and N*K are within the chooser's thresholds for this dtype";
+  return true;
 }
 }  // namespace detail
 
