@@ -13,7 +13,8 @@ work=/tmp/final
 mkdir -p "$work" /tmp/prefix "$OUT"
 start=$(date +%s)
 stamp() { echo "[+$(($(date +%s) - start))s] $*" | tee -a "$work/steps.log"; }
-trap 'tar -czf "$OUT/final.tar.gz" -C "$work" .' EXIT
+pack() { tar -czf "$OUT/final.tar.gz" -C "$work" . 2>/dev/null; }
+trap pack EXIT
 for f in .debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/prefix; done
 export LD_LIBRARY_PATH=/tmp/prefix/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
@@ -25,11 +26,11 @@ stamp "unpacked"
 echo "ctest exit $?"
 grep -E "tests passed|tests failed|\(Failed\)|\(Not Run\)|\(Timeout\)|\*\*\*" "$work/ctest.log" | tail -30
 cp "$build/Testing/Temporary/LastTest.log" "$work/" 2>/dev/null
-stamp "gpu tests done"
+stamp "gpu tests done"; pack
 if [ -n "${GATES:-}" ]; then
   (cd "$build" && timeout 150 ctest -L "stress|large" --timeout 140 --output-on-failure > "$work/gates.log" 2>&1)
   echo "stress/large exit $?"; grep -E "tests passed|Failed|Passed|Not Run|\*\*\*" "$work/gates.log" | tail -10
-  stamp "gates done"
+  stamp "gates done"; pack
 fi
 stampd=$(date -u +%Y-%m-%d)
 for exe in $(find "$build/bench" -maxdepth 2 -type f -name 'bench_*' -perm -u+x | sort); do
@@ -38,11 +39,12 @@ for exe in $(find "$build/bench" -maxdepth 2 -type f -name 'bench_*' -perm -u+x 
   timeout 150 "$exe" ${BENCH_ARGS:---benchmark_min_time=0.1} --benchmark_out="$work/$name-$stampd-$commit.json" \
     --benchmark_out_format=json --benchmark_context=commit="$commit" > "$work/$name.log" 2>&1
   echo "$name exit $?"
+  pack
 done
 stamp "benchmarks done"
 timeout 120 "$build/examples/fusex-tour" --json "$work/fusex_tour-$stampd-$commit.json" > "$work/tour.log" 2>&1
 echo "tour exit $?"; tail -22 "$work/tour.log"
-stamp "tour done"
+stamp "tour done"; pack
 for t in ${SANITIZE:-}; do
   exe=$(find "$build/tests" -type f -name "$t" -perm -u+x | head -1)
   [ -n "$exe" ] || continue
