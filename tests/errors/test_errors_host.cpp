@@ -5,6 +5,7 @@
 #include "fusex_catch.hpp"
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -151,4 +152,18 @@ TEST_CASE("errors: a rank-0 view has no dimension to index (fuzz_shape_view find
     CHECK(has(m, "rank-0 view"));
   }
   CHECK(v.expand_dims(0).shape() == fusex::shape_t{1});  // still valid
+}
+
+TEST_CASE("errors: every fusex exception is caught as std::exception (bad_alloc included)", "[errors]") {
+  // fusex::bad_alloc once derived from std::bad_alloc as well: std::exception was then an
+  // ambiguous base and `catch (const std::exception&)` let it through (the GPU stress gate saw it
+  // terminate a thread).
+  static_assert(std::is_base_of_v<fusex::error, fusex::bad_alloc>);
+  bool caught = false;
+  try {
+    throw fusex::bad_alloc("fusex: test: out of memory (64 bytes)", 64, cudaErrorMemoryAllocation);
+  } catch (const std::exception& e) {
+    caught = std::string(e.what()).find("64 bytes") != std::string::npos;
+  }
+  CHECK(caught);
 }

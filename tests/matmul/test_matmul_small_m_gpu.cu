@@ -140,7 +140,15 @@ TEST_CASE("matmul gpu: kernel nodes per evaluation, by capture", "[matmul][gpu][
   fusex::eval(o, arbitrary, s.s);
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
   CHECK(kernel_nodes_of(s.s, [&] { fusex::eval(o, builtin, s.s); }) == 1);
-  CHECK(kernel_nodes_of(s.s, [&] { fusex::eval(o, arbitrary, s.s); }) <= 2);
+  // An epilogue cuBLASLt lacks: at most one cuBLASLt call and one fusex kernel (what fusex
+  // launches, counted by the launch monitor). cuBLASLt itself may split K into a GEMM kernel and
+  // a reduction kernel (seen on the H200 at 256^3 fp32 under a capture: 3 kernel nodes).
+  {
+    fusex::launch_monitor mon(s.s);
+    fusex::eval(o, arbitrary, s.s);
+    CHECK(mon.report().kernel_launches <= 2);
+  }
+  CHECK(kernel_nodes_of(s.s, [&] { fusex::eval(o, arbitrary, s.s); }) <= 3);
   // The fusex kernel: one node whatever the epilogue.
   fusex::view<float> x16(x.dev.data(), {16, K}), o16(out.data(), {16, N});
   CHECK(kernel_nodes_of(s.s, [&] { fusex::eval(o16, fusex::silu(fusex::linear(x16, w.v, bias.v)) * 3.0f, s.s); }) == 1);

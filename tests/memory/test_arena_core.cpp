@@ -293,7 +293,7 @@ TEST_CASE("arena: out of memory throws fusex::bad_alloc and the arena stays usab
     CHECK(e.upstream_error() == cudaErrorMemoryAllocation);
   }
   CHECK(caught);
-  CHECK_THROWS_AS(a.allocate_async(6 * MiB, 256, s), std::bad_alloc);
+  CHECK_THROWS_AS(a.allocate_async(6 * MiB, 256, s), fusex::bad_alloc);
   CHECK_THROWS_AS(a.allocate_async(6 * MiB, 256, s), fusex::error);
   CHECK(a.owns(p));
   CHECK(a.stats().failed_allocations == 3);

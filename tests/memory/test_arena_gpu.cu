@@ -131,7 +131,7 @@ TEST_CASE("arena (GPU): out of memory throws fusex::bad_alloc and the arena keep
     CHECK(e.requested_bytes() == 2 * total_b);
   }
   CHECK(caught);
-  CHECK_THROWS_AS(a.allocate_async(2 * total_b, 256, s), std::bad_alloc);
+  CHECK_THROWS_AS(a.allocate_async(2 * total_b, 256, s), fusex::bad_alloc);
   // Exhaust the device for real, in 1 GiB steps, then keep working.
   std::vector<void*> big;
   bool exhausted = false;

@@ -132,8 +132,6 @@ TEST_CASE("stress (GPU): arena + eval + graph capture/replay, 8 threads x 4 stre
         }
         while (!live.empty()) release(live.size() - 1);
       } catch (const fusex::error& e) {
-        // First: fusex::bad_alloc has std::exception twice as a base (through fusex::error and
-        // std::bad_alloc), so `catch (const std::exception&)` does not match it (error.hpp).
         errors[static_cast<std::size_t>(t)] = e.what();
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(t)] = e.what();

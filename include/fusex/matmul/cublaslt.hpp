@@ -218,10 +218,12 @@ inline void build_lt_plan(lt_plan& p, cublasLtHandle_t handle, const lt_gemm& g,
   // the caller falls back to a plain GEMM and an elementwise kernel.
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return;
   FUSEX_CUBLAS_CHECK(st);
-  // The best-ranked algorithm without split-K: one kernel per GEMM (a split-K algorithm adds a
-  // reduction kernel, which in the launch-bound regime costs a launch and a graph node; measured
-  // on the H200: the fp32 [512 x 1024 x 256] layers of fusex-tour's transformer got one). Else the
-  // heuristic's first.
+  // The best-ranked algorithm without split-K, else the heuristic's first. Measured on the H200
+  // (bench_matmul runs of 21596f2 and ee67b6f): at batch 16 the heuristic's split-K picks took
+  // 31 us per fp32 256x256 layer (bm_mlp via cuBLASLt: 3170 us per 100 layers eagerly, 770 us
+  // with this rule); fusex-tour's transformer step in a graph went from 69.3 to 76.6 us (two
+  // kernel nodes fewer, slower GEMMs at [512 x 1024 x 256]). Under a raw capture with no
+  // workspace cuBLASLt may still split K (3 kernel nodes seen for GEMM + epilogue kernel).
   int pick = 0;
   for (int i = 0; i < found; ++i) {
     std::int32_t splits = 1;
