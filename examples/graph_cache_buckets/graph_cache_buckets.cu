@@ -208,7 +208,7 @@ int main(int argc, char* argv[]) {
   }
   try {
     return run(requests, static_cast<std::size_t>(capacity));
-  } catch (const fusex::error& e) {  // fusex::bad_alloc is not caught as std::exception (two bases)
+  } catch (const fusex::error& e) {
     std::fprintf(stderr, "graph_cache_buckets: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {

@@ -83,7 +83,6 @@ inline void cuda_check(cudaError_t code, const char* call, const char* file, int
 // ------------------------------------------------------------------------------------------------
 // Memory exhaustion (appended by the memory area).
 #include <cstddef>
-#include <new>
 
 namespace fusex {
 

@@ -39,7 +39,7 @@ template <class F>
 std::string message_of(F&& f) {
   try {
     f();
-  } catch (const fusex::error& e) {  // first: fusex::bad_alloc has two std::exception bases
+  } catch (const fusex::error& e) {
     return e.what();
   } catch (const std::exception& e) {
     return e.what();

@@ -657,6 +657,17 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
     CHECK(cached == 2);
   }
   {
+    // Only eligible leaves take part (a one-value-per-row epilogue reads its leaves from memory):
+    // the ineligible b, written twice, does not win over a.
+    const operand_layout ops[] = {leaf(&b, "float32", 4, 256), leaf(&a, "float32", 4, 256), leaf(&b, "float32", 4, 256)};
+    const bool eligible[] = {false, true, false};
+    const auto m = fusex::detail::assign_cache_roles(ops, 3, cached, eligible);
+    CHECK(role(m, 0) == 0);
+    CHECK(role(m, 1) == 2);
+    CHECK(role(m, 2) == 0);
+    CHECK(cached == 1);
+  }
+  {
     // User types never share registers; leaves past the 32nd read memory.
     std::vector<operand_layout> ops(40, leaf(&a, "float32", 4, 256));
     ops[0] = leaf(&b, "user type", 4, 256);

@@ -230,10 +230,11 @@ struct variance {
   /// Chan's combination would give them, without a division per element.
   template <class T, int W> FUSEX_HD acc<T> lift_vec(const compute_t<T> (&x)[W], std::int64_t) const {
     using C = detail::float_acc<float_of_t<T>>;
-    C s = C(0);
+    // The mean as a sum of x / W (exact scaling: W is a power of two), so that values near the
+    // type's largest do not overflow the sum where one-by-one Welford would not.
+    C m = C(0);
     FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) s += static_cast<C>(x[l]);
-    const C m = s * (C(1) / C(W));
+    for (int l = 0; l < W; ++l) m += static_cast<C>(x[l]) * (C(1) / C(W));
     C m2 = C(0);
     FUSEX_UNROLL
     for (int l = 0; l < W; ++l) {

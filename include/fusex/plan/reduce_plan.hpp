@@ -34,10 +34,10 @@ FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
   return c > 4 ? 4 : (c < 1 ? 1 : c);
 }
 
-/// Register budget of the cached row, in bytes per thread: the cached vectors of every leaf
-/// together (each occurrence of an operand is its own leaf). softmax (2 leaves), rms_norm with a
-/// weight (4) and layer_norm with an affine epilogue (5) fit in fp32; longer expressions re-read
-/// their rows per pass instead of spilling registers.
+/// Register budget of the cached row, in bytes per thread: one vector set per distinct leaf type
+/// (each occurrence of the owning operand shares it): a float32 set is 64 bytes (16 elements), so
+/// only expressions over many leaf types exceed it; they re-read their rows per pass instead of
+/// spilling registers.
 inline constexpr int row_cache_budget_bytes = 384;
 
 /// Fewer rows than this (about one per SM of a large GPU), each longer than 65536 columns, leave
@@ -85,10 +85,14 @@ struct row_layout {
 /// read the same registers, operands of the same type that differ read memory. Returns the roles
 /// (two bits per leaf, leaves 0..31 in visit order; later leaves read memory) and counts the
 /// leaves answered from registers.
-inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int& cached_leaves) {
+/// `eligible` (optional, one flag per leaf): leaves that may use the registers at all (a
+/// one-value-per-row epilogue reads its leaves from memory, so only leaves inside reductions
+/// count there).
+inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int& cached_leaves,
+                                        const bool* eligible = nullptr) {
   auto same_type = [&](int a, int b) {
     return std::strcmp(leaves[a].dtype, leaves[b].dtype) == 0 && leaves[a].elem_size == leaves[b].elem_size &&
-           std::strcmp(leaves[a].dtype, "user type") != 0;
+           std::strcmp(leaves[a].dtype, "user type") != 0 && (eligible == nullptr || (eligible[a] && eligible[b]));
   };
   auto same_operand = [&](int a, int b) {
     return same_type(a, b) && leaves[a].data == leaves[b].data && leaves[a].s[0] == leaves[b].s[0] &&
@@ -100,7 +104,7 @@ inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int
   for (int i = 0; i < m; ++i) {
     bool type_seen = false;
     for (int j = 0; j < i && !type_seen; ++j) type_seen = same_type(i, j);
-    if (type_seen || std::strcmp(leaves[i].dtype, "user type") == 0) continue;
+    if (type_seen || std::strcmp(leaves[i].dtype, "user type") == 0 || (eligible != nullptr && !eligible[i])) continue;
     int owner = -1, best = 0;
     for (int j = i; j < m; ++j) {
       if (!same_type(i, j)) continue;
@@ -269,7 +273,11 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   }
   L.cached = row_tuning_state().cache && L.vector_width > 1 && !L.index64 && cache_bytes <= row_cache_budget_bytes &&
              L.cols / L.vector_width <= std::int64_t{chunks} * L.tpr;
-  if (L.cached) L.cache_modes = assign_cache_roles(ops + 1, n_ops - 1, L.cached_leaves);
+  if (L.cached) {
+    bool eligible[64] = {};
+    for (int i = 1; i < n_ops && i <= 64; ++i) eligible[i - 1] = L.full_dest || in_reduction[i];
+    L.cache_modes = assign_cache_roles(ops + 1, n_ops - 1, L.cached_leaves, eligible);
+  }
   L.ok = true;
   return L;
 }
