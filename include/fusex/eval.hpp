@@ -47,22 +47,6 @@ auto as_destination(const D& d) {
   }
 }
 
-template <class N>
-struct max_leaf_size { static constexpr int value = 0; };
-template <class T>
-struct max_leaf_size<leaf_node<T>> { static constexpr int value = sizeof(typename leaf_node<T>::value_type); };
-template <class Op, class... A>
-struct max_leaf_size<map_node<Op, A...>> {
-  static constexpr int value = [] {
-    int m = 0;
-    ((m = max_leaf_size<A>::value > m ? max_leaf_size<A>::value : m), ...);
-    return m;
-  }();
-};
-
-template <class Op, class C>
-struct max_leaf_size<reduce_node<Op, C>> { static constexpr int value = max_leaf_size<C>::value; };
-
 template <class... T>
 struct dest_size {
   static constexpr int value = [] {

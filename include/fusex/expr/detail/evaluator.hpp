@@ -384,6 +384,24 @@ FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const c
   fill_cached<k>(e.child, c, set);
 }
 
+/// The widest stored element (bytes) of the leaves of an expression node (0 without leaves):
+/// kernels read 16 / widest elements per vector.
+template <class N>
+struct max_leaf_size { static constexpr int value = 0; };
+template <class T>
+struct max_leaf_size<leaf_node<T>> { static constexpr int value = sizeof(typename leaf_node<T>::value_type); };
+template <class Op, class... A>
+struct max_leaf_size<map_node<Op, A...>> {
+  static constexpr int value = [] {
+    int m = 0;
+    ((m = max_leaf_size<A>::value > m ? max_leaf_size<A>::value : m), ...);
+    return m;
+  }();
+};
+
+template <class Op, class C>
+struct max_leaf_size<reduce_node<Op, C>> { static constexpr int value = max_leaf_size<C>::value; };
+
 /// How deeply reductions nest in an evaluator: 0 without reductions; a reduction is one deeper
 /// than its operand. A reduction's *level* is its operand's depth: the row kernel computes all
 /// reductions of one level in one pass over the row (layer_norm's mean and variance share it),
