@@ -300,7 +300,11 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
              (R.full_dest ? "epilogue over the row" : "one value per row") + ", " +
              (R.vector_width > 1 ? "vector width " + std::to_string(R.vector_width) : std::string("scalar accesses")) +
              (R.cached ? ", row kept in registers (read once; " + std::to_string(R.cached_leaves) + " of " +
-                             std::to_string(ro.ops.size() - 1) + " leaves answered from registers)"
+                             std::to_string(ro.ops.size() - 1) + " leaves answered from registers" +
+                             (R.prefetched_leaves > 0
+                                  ? ", " + std::to_string(R.prefetched_leaves) + " prefetched into L1 at the load"
+                                  : std::string()) +
+                             ")"
                        : std::string()) +
              (R.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n");
       elementwise_layout L;

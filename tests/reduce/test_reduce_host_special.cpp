@@ -575,6 +575,12 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     // x + residual is written three times: x owns the float32 registers (first of the tie), its
     // three occurrences read them; residual, weight and bias read memory.
     CHECK(contains(plan, "3 of 8 leaves answered from registers"));
+    // The other five (three of residual, weight, bias) have their lines requested at the load.
+    CHECK(contains(plan, "5 prefetched into L1 at the load"));
+    fusex::detail::row_tuning_state().prefetch = false;
+    const std::string without = fusex::explain(ov, fusex::layer_norm(xv + rv, gv, bv));
+    fusex::detail::row_tuning_state().prefetch = true;
+    CHECK(contains(without, "3 of 8 leaves answered from registers)"));
   }
   {
     // Written by hand, softmax nests: the max is needed before the sum of exponentials.

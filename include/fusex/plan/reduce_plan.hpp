@@ -49,6 +49,9 @@ inline constexpr std::int64_t row_split_rows = 128;
 /// Run-time switches of the row kernel, for benchmarks that compare its strategies in one run.
 struct row_tuning {
   bool cache = true;  ///< use the register-cached path where the row fits (else re-read per pass)
+  /// In the cached path, request the lines of the leaves that read memory into L1 while the
+  /// row is loaded (their reads come after the passes).
+  bool prefetch = true;
 };
 inline row_tuning& row_tuning_state() {
   static row_tuning t;
@@ -78,6 +81,7 @@ struct row_layout {
   /// type's registers, 2 fills them), see assign_cache_roles.
   std::uint64_t cache_modes = 0;
   int cached_leaves = 0;  ///< leaves answered from registers
+  int prefetched_leaves = 0;  ///< leaves read from memory whose lines are requested at the fill
 };
 
 /// The cached row keeps one vector set per leaf type. Per type, the operand (data and strides)
@@ -277,6 +281,15 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     bool eligible[64] = {};
     for (int i = 1; i < n_ops && i <= 64; ++i) eligible[i - 1] = L.full_dest || in_reduction[i];
     L.cache_modes = assign_cache_roles(ops + 1, n_ops - 1, L.cached_leaves, eligible);
+    // The other leaves read memory after the passes (the epilogue) or in every pass: their
+    // lines are requested while the row loads, so that read does not cost a second memory round
+    // trip after the reductions (at small shapes the kernel's time is such round trips). A
+    // one-value-per-row epilogue reads one element per row, not worth a request per thread.
+    for (int i = 0; row_tuning_state().prefetch && i < n_ops - 1 && i < 32; ++i) {
+      if (((L.cache_modes >> (2 * i)) & 3u) != 0 || !eligible[i]) continue;
+      L.cache_modes |= std::uint64_t{3} << (2 * i);
+      ++L.prefetched_leaves;
+    }
   }
   L.ok = true;
   return L;

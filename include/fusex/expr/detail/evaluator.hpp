@@ -93,6 +93,17 @@ FUSEX_UNROLL
     return r;
   }
 
+  /// Asks for the line of the element at c into L1 (a hint: no value, no fault semantics beyond
+  /// the address being the one a later load reads).
+  template <int R>
+  FUSEX_HD FUSEX_FORCEINLINE void prefetch(const coord<Index, R>& c) const {
+#ifdef __CUDA_ARCH__
+    asm volatile("prefetch.L1 [%0];" ::"l"(p + c.offset(stride)));
+#else
+    (void)c;
+#endif
+  }
+
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx&) const {
     const Index off = c.offset(stride);
@@ -283,7 +294,9 @@ struct row_cache_set<W, K, type_list<Ts...>> {
 };
 
 /// Cache roles of a leaf (two bits per leaf in visit order, in row_params::cache_modes).
-enum : int { leaf_uncached = 0, leaf_cache_reader = 1, leaf_cache_owner = 2 };
+/// leaf_prefetch reads memory too, but asks for its line into L1 when the owners fill, so that
+/// the epilogue's read after the passes does not wait a second memory round trip.
+enum : int { leaf_uncached = 0, leaf_cache_reader = 1, leaf_cache_owner = 2, leaf_prefetch = 3 };
 
 /// The context of the row kernel's cached path while it works on chunk K of its share of the row:
 /// cached leaves answer from the registers in `set`.
@@ -296,7 +309,7 @@ struct cached_row_context : row_context {
 /// A leaf in the cached path. The owner of its type's cache loads chunk k of this thread's share
 /// of the row into it once (fill); owner and readers then answer from those registers (all
 /// indices are compile-time constants after unrolling, so the arrays live in registers); other
-/// leaves read memory.
+/// leaves read memory (those marked leaf_prefetch have their line requested at the fill).
 template <class T, class Index, int W, int K>
 struct cached_leaf_eval {
   using value_type = T;
@@ -311,6 +324,8 @@ struct cached_leaf_eval {
       const auto raw = leaf.template load_raw<W>(c);
 FUSEX_UNROLL
       for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = raw.v[l];
+    } else if (mode == leaf_prefetch) {
+      leaf.prefetch(c);
     }
   }
   template <class F>
@@ -318,7 +333,7 @@ FUSEX_UNROLL
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
-    if (mode == leaf_uncached) return leaf.template load<V>(c, ctx);
+    if (mode != leaf_cache_owner && mode != leaf_cache_reader) return leaf.template load<V>(c, ctx);
     const auto& cached = ctx.set->template get<raw_type>().v[Ctx::chunk];
     vec<compute_type, V> r;
 FUSEX_UNROLL
