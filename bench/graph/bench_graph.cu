@@ -355,6 +355,25 @@ void bm_chain_fusex_graph(benchmark::State& state) {
   }
 }
 
+// The same graph with the elementwise launch shape of before elementwise_tuning::spread_small
+// (the chain's 3136 float4 vectors: 4 blocks of 256 threads, against 25 one-warp blocks), PDL on.
+void bm_chain_fusex_graph_unspread(benchmark::State& state) {
+  fusex::detail::elementwise_tuning_state().spread_small = false;
+  fusex::graph_exec g = [&] {
+    const pdl_setting p(true);
+    fusex::capture_options o;
+    o.memory = fusex::capture_memory::none();
+    fusex::graph_capture cap(bench_stream(), o);
+    fusex_chain(bench_stream());
+    return cap.finish();
+  }();
+  fusex::detail::elementwise_tuning_state().spread_small = true;
+  const double t = time_chains(state, [&](cudaStream_t s) { g.launch(s); });
+  if (!verify(state)) return;
+  set_ratio(state, "vs_raw_floor", t, measured("raw_pdl"));
+  set_ratio(state, "spread_gain", t, measured("graph_pdl"));
+}
+
 // --- 2. capture + instantiate cost ---------------------------------------------------------------
 void bm_capture_fusex(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
@@ -520,6 +539,7 @@ void bm_launch_graph_cache(benchmark::State& state) {
 BENCHMARK(bm_chain_raw_graph)->ArgName("pdl")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_chain_fusex_eager)->ArgName("pdl")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_chain_fusex_graph)->ArgName("pdl")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_chain_fusex_graph_unspread)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_capture_fusex)
     ->ArgNames({"nodes", "pool"})
     ->Args({10, 0})

@@ -143,15 +143,22 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
   const auto params = make_elementwise_params<Index>(L);
   const auto as = make_assignments<Index>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
   const device_properties& dev = current_device_info();
-  const std::int64_t per_block = std::int64_t{elementwise_block} * elementwise_unroll;
-  std::int64_t blocks = (L.work + per_block - 1) / per_block;
+  int block = elementwise_block;
+  auto blocks_of = [&](int b) {
+    const std::int64_t per_block = std::int64_t{b} * elementwise_unroll;
+    return (L.work + per_block - 1) / per_block;
+  };
+  if (elementwise_tuning_state().spread_small) {
+    while (block > 32 && blocks_of(block) < dev.sm_count) block /= 2;
+  }
+  std::int64_t blocks = blocks_of(block);
   const int waves = elementwise_tuning_state().waves;
-  const std::int64_t cap = waves > 0 ? std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / elementwise_block) * waves
+  const std::int64_t cap = waves > 0 ? std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / block) * waves
                                      : std::int64_t{0x7fffffff};
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
   launch_kernel("elementwise_kernel", &elementwise_kernel<Index, V, std::decay_t<decltype(as)>>,
-                dim3(static_cast<unsigned>(blocks)), dim3(elementwise_block), 0, stream, dev, params, as);
+                dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
 }
 #endif
 

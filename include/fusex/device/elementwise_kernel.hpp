@@ -126,6 +126,11 @@ inline constexpr int elementwise_unroll = 4;
 /// blocks the GPU holds at once (0: no cap, one set of U work items per thread).
 struct elementwise_tuning {
   int waves = 0;
+  /// Small problems (fewer full blocks than SMs) get smaller blocks, down to one warp, so they
+  /// spread over more SMs: a kernel of a few thousand elements is latency-bound, and 4 blocks of
+  /// 256 threads issue each SM's share one warp after another where 32 one-warp blocks do it in
+  /// parallel. Same kernel, only the launch shape changes.
+  bool spread_small = true;
 };
 inline elementwise_tuning& elementwise_tuning_state() {
   static elementwise_tuning t;
