@@ -68,10 +68,11 @@ template <class T, which W>
 void bm_rows(benchmark::State& state) {
   const std::int64_t rows = state.range(0), cols = state.range(1);
   // range(2): the row kernel's register cache on (1), on without the L1 prefetch of the leaves
-  // read from memory (2), or off (0: each pass re-reads the row), to compare the strategies in
-  // one run.
+  // read from memory (2), on without spreading few rows over more blocks (3), or off (0: each
+  // pass re-reads the row), to compare the strategies in one run.
   fusex::detail::row_tuning_state().cache = state.range(2) != 0;
   fusex::detail::row_tuning_state().prefetch = state.range(2) != 2;
+  fusex::detail::row_tuning_state().spread_small = state.range(2) != 3;
   device_buffer<T> x(rows * cols), y(rows * cols), g(cols, 0.5f, 1.5f), b(cols, -0.5f, 0.5f);
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
@@ -87,6 +88,7 @@ void bm_rows(benchmark::State& state) {
   fusex_bench::report_bandwidth(state, bytes, secs, copy_for(rows * cols * std::int64_t(sizeof(T))));
   fusex::detail::row_tuning_state().cache = true;
   fusex::detail::row_tuning_state().prefetch = true;
+  fusex::detail::row_tuning_state().spread_small = true;
 }
 
 void bm_column_sum(benchmark::State& state) {
@@ -129,9 +131,9 @@ BENCHMARK(bm_copy)->Arg(16384LL * 4096 * 4)->Arg(16384LL * 4096 * 2)->Arg(65536L
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<float, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({65536, 128, 1})->Args({65536, 128, 0})->Args({64, 1 << 20, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<bfloat16, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16, 256, 1})->Args({16, 256, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_column_sum)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);

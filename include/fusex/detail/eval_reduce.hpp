@@ -443,6 +443,13 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   p.cols = static_cast<Index>(L.cols);
   p.tpr = L.tpr;
   p.rows_per_block = L.rows_per_block;
+  const device_properties& dev = current_device_info();
+  // Few rows (fewer full blocks than SMs): fewer rows per block, down to one, so they spread over
+  // more SMs and each block's barriers wait for fewer warps (a row of one warp then synchronises
+  // only itself).
+  if (row_tuning_state().spread_small) {
+    while (p.rows_per_block > 1 && (L.rows + p.rows_per_block - 1) / p.rows_per_block < dev.sm_count) p.rows_per_block /= 2;
+  }
   p.n_slots = E::reduce_count;
   p.vectorized = L.vector_width > 1;
   p.cached = L.cached && L.vector_width == V;
@@ -451,12 +458,12 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   const auto out = make_out_evaluator<Index>(dst, ops[0]);
   leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
   const auto ev = make_evaluator(expr, src);
-  const device_properties& dev = current_device_info();
-  std::int64_t blocks = (L.rows + L.rows_per_block - 1) / L.rows_per_block;
+  std::int64_t blocks = (L.rows + p.rows_per_block - 1) / p.rows_per_block;
   if (blocks > (std::int64_t{1} << 30)) blocks = std::int64_t{1} << 30;
-  const std::size_t smem = static_cast<std::size_t>(L.rows_per_block) * E::reduce_count * sizeof(std::uint64_t);
+  const std::size_t smem = static_cast<std::size_t>(p.rows_per_block) * E::reduce_count * sizeof(std::uint64_t);
+  const unsigned block = static_cast<unsigned>(p.rows_per_block * p.tpr);
   launch_kernel("row_kernel", &row_kernel<Index, V, std::decay_t<decltype(out)>, std::decay_t<decltype(ev)>>,
-                dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(L.block)), smem, stream, dev, p, out, ev);
+                dim3(static_cast<unsigned>(blocks)), dim3(block), smem, stream, dev, p, out, ev);
 }
 #endif
 

@@ -52,6 +52,8 @@ struct row_tuning {
   /// In the cached path, request the lines of the leaves that read memory into L1 while the
   /// row is loaded (their reads come after the passes).
   bool prefetch = true;
+  /// Fewer full blocks than SMs: fewer rows per block (down to one) so the rows spread out.
+  bool spread_small = true;
 };
 inline row_tuning& row_tuning_state() {
   static row_tuning t;
