@@ -7,5 +7,9 @@ using namespace reduce_gpu_test;
 
 TEMPLATE_TEST_CASE("gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", "[gpu][reduce]", float,
                    bfloat16) {
-  composites<TestType>();
+  SECTION("few rows spread one per block") { composites<TestType>(); }
+  SECTION("several rows per block") {
+    const rows_per_block_full full;
+    composites<TestType>();
+  }
 }

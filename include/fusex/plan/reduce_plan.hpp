@@ -80,7 +80,8 @@ struct row_layout {
   int tpr = 32, rows_per_block = 1, block = 32;
   bool cached = false;  ///< each thread keeps its vectors of the row in registers: one read of the row
   /// Cached path: each leaf's role (2 bits per leaf in visit order: 0 reads memory, 1 reads its
-  /// type's registers, 2 fills them), see assign_cache_roles.
+  /// type's registers, 2 fills them, 3 reads memory and prefetches its line into L1 at the
+  /// fill), see assign_cache_roles.
   std::uint64_t cache_modes = 0;
   int cached_leaves = 0;  ///< leaves answered from registers
   int prefetched_leaves = 0;  ///< leaves read from memory whose lines are requested at the fill
@@ -266,7 +267,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   L.index64 = biggest >= (std::int64_t{1} << 31);
   const int chunks = row_cache_chunks(L.vector_width);
   L.tpr = threads_per_row(L.cols / L.vector_width, chunks);
-  L.block = row_max_threads;
+  L.block = row_max_threads;  // at most: the launch gives few rows fewer rows per block
   L.rows_per_block = L.block / L.tpr;
   // Short enough rows are read once into registers, whatever the number of passes; longer ones
   // are re-read by each pass (the later reads mostly from L2).
@@ -283,12 +284,13 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     bool eligible[64] = {};
     for (int i = 1; i < n_ops && i <= 64; ++i) eligible[i - 1] = L.full_dest || in_reduction[i];
     L.cache_modes = assign_cache_roles(ops + 1, n_ops - 1, L.cached_leaves, eligible);
-    // The other leaves read memory after the passes (the epilogue) or in every pass: their
-    // lines are requested while the row loads, so that read does not cost a second memory round
-    // trip after the reductions (at small shapes the kernel's time is such round trips). A
-    // one-value-per-row epilogue reads one element per row, not worth a request per thread.
-    for (int i = 0; row_tuning_state().prefetch && i < n_ops - 1 && i < 32; ++i) {
-      if (((L.cache_modes >> (2 * i)) & 3u) != 0 || !eligible[i]) continue;
+    // Leaves of the epilogue (outside every reduction) that read memory are read only after the
+    // passes: their lines are requested while the row loads, so that read does not cost a second
+    // memory round trip after the reductions (at small shapes the kernel's time is such round
+    // trips). Leaves inside reductions are read by the first pass right after the load anyway;
+    // a one-value-per-row epilogue reads one element per row, not worth a request per thread.
+    for (int i = 0; row_tuning_state().prefetch && L.full_dest && i < n_ops - 1 && i < 32; ++i) {
+      if (((L.cache_modes >> (2 * i)) & 3u) != 0 || in_reduction[i + 1]) continue;
       L.cache_modes |= std::uint64_t{3} << (2 * i);
       ++L.prefetched_leaves;
     }
