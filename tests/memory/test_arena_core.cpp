@@ -523,6 +523,66 @@ TEST_CASE("arena: a private pool is reused by a later capture", "[memory][host]"
   CHECK_THROWS_AS(a.begin_private_pool(nullptr), fusex::invalid_argument);
 }
 
+TEST_CASE("arena: a new graph pool takes a destroyed pool's free chunk, not a new upstream one", "[memory][host]") {
+  // One pool per captured graph, many graphs over time (the stress test): without reuse every pool
+  // took a new upstream chunk and the returned ones piled up in the eager pool.
+  fake_arena a(fake_backend{}, small_options());
+  auto w = a.backend().w;
+  const cudaStream_t first = fake_stream(1), second = fake_stream(2), busy = fake_stream(3);
+  fusex::private_pool_options po;
+  po.reserve_bytes = 4 * MiB;
+  const auto allocs0 = w->chunk_allocs;
+  std::uint64_t last_replay = 0;
+  {
+    auto pool = a.begin_private_pool(first, po);
+    w->set_capturing(first, true, 1);
+    void* t = a.allocate_async(1 * MiB, 256, first);
+    a.deallocate_async(t, 1 * MiB, 256, first);
+    w->set_capturing(first, false, 0);
+    a.end_private_pool(pool);
+    w->advance(first, 7);  // replays
+    last_replay = w->pos(first);
+  }  // the graph is gone: its chunk returns to the eager pool, ordered after `first`
+  CHECK(w->chunk_allocs == allocs0 + 1);
+  for (int i = 0; i < 20; ++i) {
+    auto pool = a.begin_private_pool(second, po);
+    CHECK(pool.bytes_reserved() == 4 * MiB);
+    // The second graph's capture starts only after the first graph's last replay.
+    CHECK(w->ordered_after(second, first, last_replay));
+    w->set_capturing(second, true, 2 + static_cast<unsigned long long>(i));
+    void* t = a.allocate_async(4 * MiB, 256, second);  // the whole reserve
+    a.deallocate_async(t, 4 * MiB, 256, second);
+    w->set_capturing(second, false, 0);
+    a.end_private_pool(pool);
+  }
+  CHECK(w->chunk_allocs == allocs0 + 1);
+  CHECK(a.stats().pool_chunk_reuses == 20);
+  CHECK(a.validate().empty());
+  // A chunk last used by a stream that is being captured now cannot be covered by an event: the
+  // pool gets a new chunk instead, and the capture is not touched.
+  {
+    fake_arena b(fake_backend{}, no_cache_options());
+    auto wb = b.backend().w;
+    void* e = b.allocate_async(4 * MiB, 256, busy);
+    b.deallocate_async(e, 4 * MiB, 256, busy);  // a wholly free chunk; its free not yet recorded
+    const auto n = wb->chunk_allocs;
+    wb->set_capturing(busy, true, 99);
+    {
+      auto pool = b.make_private_pool(second, po);
+      CHECK(wb->chunk_allocs == n + 1);
+      CHECK(b.stats().pool_chunk_reuses == 0);
+    }
+    wb->set_capturing(busy, false, 0);
+    CHECK(wb->capture_violations == 0);
+    {
+      auto pool = b.make_private_pool(second, po);  // now the free chunks can be adopted
+      CHECK(wb->chunk_allocs == n + 1);
+      CHECK(b.stats().pool_chunk_reuses == 1);
+    }
+    CHECK(b.validate().empty());
+  }
+}
+
 TEST_CASE("arena: forget_stream records once and never touches the stream again", "[memory][host]") {
   fusex::arena_options o = no_cache_options();
   o.initial_chunk_bytes = 2 * MiB;

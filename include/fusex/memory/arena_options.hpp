@@ -107,6 +107,8 @@ struct arena_stats {
   std::uint64_t upstream_allocations = 0;  ///< Chunks obtained from upstream.
   std::uint64_t upstream_frees = 0;      ///< Chunks returned to upstream.
   std::uint64_t stream_handoffs = 0;     ///< Blocks handed from one stream to another.
+  /// Free chunks of the arena given to a new graph-private pool instead of new upstream chunks.
+  std::uint64_t pool_chunk_reuses = 0;
   std::uint64_t event_records = 0;       ///< cudaEventRecord calls made.
   std::uint64_t event_waits = 0;         ///< cudaStreamWaitEvent calls made.
   std::uint64_t failed_allocations = 0;  ///< Allocations that threw fusex::bad_alloc.
