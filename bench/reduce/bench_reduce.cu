@@ -68,11 +68,11 @@ template <class T, which W>
 void bm_rows(benchmark::State& state) {
   const std::int64_t rows = state.range(0), cols = state.range(1);
   // range(2): the row kernel's register cache on (1), on without the L1 prefetch of the leaves
-  // read from memory (2), on without spreading few rows over more blocks (3), or off (0: each
-  // pass re-reads the row), to compare the strategies in one run.
+  // read from memory (2), on with few rows spread over more blocks (3), or off (0: each pass
+  // re-reads the row), to compare the strategies in one run.
   fusex::detail::row_tuning_state().cache = state.range(2) != 0;
   fusex::detail::row_tuning_state().prefetch = state.range(2) != 2;
-  fusex::detail::row_tuning_state().spread_small = state.range(2) != 3;
+  fusex::detail::row_tuning_state().spread_small = state.range(2) == 3;
   device_buffer<T> x(rows * cols), y(rows * cols), g(cols, 0.5f, 1.5f), b(cols, -0.5f, 0.5f);
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
@@ -88,7 +88,7 @@ void bm_rows(benchmark::State& state) {
   fusex_bench::report_bandwidth(state, bytes, secs, copy_for(rows * cols * std::int64_t(sizeof(T))));
   fusex::detail::row_tuning_state().cache = true;
   fusex::detail::row_tuning_state().prefetch = true;
-  fusex::detail::row_tuning_state().spread_small = true;
+  fusex::detail::row_tuning_state().spread_small = false;
 }
 
 void bm_column_sum(benchmark::State& state) {

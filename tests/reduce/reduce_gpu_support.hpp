@@ -217,15 +217,17 @@ void every_axis_set() {
   }
 }
 
-/// Turns the row kernel's spreading of few rows over blocks off for a scope: the tests' row counts
-/// are small, so they run one row per block unless told otherwise, and blocks of several rows
-/// (slot offsets per group, cross-warp combines of a later group, idle rows at the barriers) need
-/// the other launch shape to be tested as well.
-struct rows_per_block_full {
-  rows_per_block_full() { fusex::detail::row_tuning_state().spread_small = false; }
-  ~rows_per_block_full() { fusex::detail::row_tuning_state().spread_small = true; }
-  rows_per_block_full(const rows_per_block_full&) = delete;
-  rows_per_block_full& operator=(const rows_per_block_full&) = delete;
+/// Sets the row kernel's spreading of few rows over blocks for a scope: the tests' row counts are
+/// small, so both launch shapes are tested explicitly: one row per block, and blocks of several
+/// rows (slot offsets per group, cross-warp combines of a later group, idle rows at the barriers).
+struct row_spread {
+  bool old;
+  explicit row_spread(bool on) : old(fusex::detail::row_tuning_state().spread_small) {
+    fusex::detail::row_tuning_state().spread_small = on;
+  }
+  ~row_spread() { fusex::detail::row_tuning_state().spread_small = old; }
+  row_spread(const row_spread&) = delete;
+  row_spread& operator=(const row_spread&) = delete;
 };
 
 // "gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", for dtype T.

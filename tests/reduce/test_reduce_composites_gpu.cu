@@ -7,9 +7,12 @@ using namespace reduce_gpu_test;
 
 TEMPLATE_TEST_CASE("gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", "[gpu][reduce]", float,
                    bfloat16) {
-  SECTION("few rows spread one per block") { composites<TestType>(); }
   SECTION("several rows per block") {
-    const rows_per_block_full full;
+    const row_spread spread(false);
+    composites<TestType>();
+  }
+  SECTION("few rows spread one per block") {
+    const row_spread spread(true);
     composites<TestType>();
   }
 }

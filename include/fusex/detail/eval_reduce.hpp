@@ -444,9 +444,9 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   p.tpr = L.tpr;
   p.rows_per_block = L.rows_per_block;
   const device_properties& dev = current_device_info();
-  // Few rows (fewer full blocks than SMs): fewer rows per block, down to one, so they spread over
-  // more SMs and each block's barriers wait for fewer warps (a row of one warp then synchronises
-  // only itself).
+  // Opt-in (row_tuning::spread_small): few rows (fewer full blocks than SMs) get fewer rows per
+  // block, down to one, so they spread over more SMs and each block's barriers wait for fewer
+  // warps.
   if (row_tuning_state().spread_small) {
     while (p.rows_per_block > 1 && (L.rows + p.rows_per_block - 1) / p.rows_per_block < dev.sm_count) p.rows_per_block /= 2;
   }

@@ -52,8 +52,10 @@ struct row_tuning {
   /// In the cached path, request the lines of the leaves that read memory into L1 while the
   /// row is loaded (their reads come after the passes).
   bool prefetch = true;
-  /// Fewer full blocks than SMs: fewer rows per block (down to one) so the rows spread out.
-  bool spread_small = true;
+  /// Fewer full blocks than SMs: fewer rows per block (down to one) so the rows spread out. Off by
+  /// default: measured on the H200 at [16, 256] (layer_norm, rms_norm) it gained nothing (1-2%
+  /// slower, within noise), unlike the elementwise kernels' spreading (5% on a graph chain).
+  bool spread_small = false;
 };
 inline row_tuning& row_tuning_state() {
   static row_tuning t;
