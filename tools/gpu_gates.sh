@@ -25,7 +25,7 @@ SAN_TIMEOUT=${SAN_TIMEOUT:-240}
 STRESS_SECONDS=${STRESS_SECONDS:-60}
 jobs=$(nproc)
 build=build/gpu-gates
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${FUSEX_COMMIT:-unknown}")
+commit=${FUSEX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 summary="$log/summary.txt"
 start=$(date +%s)
 stamp() { echo "[+$(( $(date +%s) - start ))s] $*" | tee -a "$log/steps.log"; }

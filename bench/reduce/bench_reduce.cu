@@ -91,6 +91,47 @@ void bm_rows(benchmark::State& state) {
   fusex::detail::row_tuning_state().spread_small = false;
 }
 
+// Short rows as a model's step has them ([16, 256]: latency-bound kernels), 100 launches of
+// layer_norm (or rms_norm) replayed from a CUDA graph, so the time is the kernels' and not the
+// host's: us_per_kernel. range(0): 0 layer_norm, 1 rms_norm; range(1): the row kernel's variant,
+// 0 default, 1 no L1 prefetch, 2 few rows spread one per block, 3 one vector per thread (more
+// threads per row).
+void bm_rows_graph(benchmark::State& state) {
+  constexpr std::int64_t rows = 16, cols = 256;
+  constexpr int kernels = 100;
+  const bool rms = state.range(0) != 0;
+  const int variant = static_cast<int>(state.range(1));
+  auto& tuning = fusex::detail::row_tuning_state();
+  tuning.prefetch = variant != 1;
+  tuning.spread_small = variant == 2;
+  tuning.vectors_per_thread = variant == 3 ? 1 : 0;
+  device_buffer<float> a(rows * cols), b(rows * cols), g(cols, 0.5f, 1.5f), be(cols, -0.5f, 0.5f);
+  auto av = fusex::make_view(a.p, {rows, cols});
+  auto bv = fusex::make_view(b.p, {rows, cols});
+  auto gv = fusex::make_view(g.p, {cols});
+  auto bev = fusex::make_view(be.p, {cols});
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(bench_stream(), cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < kernels; ++k) {
+    const auto& in = k % 2 ? bv : av;
+    const auto& out = k % 2 ? av : bv;
+    if (rms) fusex::eval(out, fusex::rms_norm(in, gv), bench_stream());
+    else fusex::eval(out, fusex::layer_norm(in, gv, bev), bench_stream());
+  }
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(bench_stream(), &graph));
+  FUSEX_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  tuning.prefetch = true;
+  tuning.spread_small = false;
+  tuning.vectors_per_thread = 0;
+  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+    FUSEX_CUDA_CHECK(cudaGraphLaunch(exec, bench_stream()));
+  });
+  state.counters["us_per_kernel"] = secs * 1e6 / (double(state.iterations()) * kernels);
+  FUSEX_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
 void bm_column_sum(benchmark::State& state) {
   const std::int64_t rows = 4096, cols = 16384;
   device_buffer<float> x(rows * cols), y(cols);
@@ -135,6 +176,7 @@ BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 40
 BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows_graph)->ArgNames({"rms", "variant"})->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_column_sum)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_cub)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -56,6 +56,9 @@ struct row_tuning {
   /// default: measured on the H200 at [16, 256] (layer_norm, rms_norm) it gained nothing (1-2%
   /// slower, within noise), unlike the elementwise kernels' spreading (5% on a graph chain).
   bool spread_small = false;
+  /// Vectors of the row per thread the group is sized for (0: row_cache_chunks, about 16
+  /// elements). 1 gives short rows more threads each holding less (a measurement switch).
+  int vectors_per_thread = 0;
 };
 inline row_tuning& row_tuning_state() {
   static row_tuning t;
@@ -268,7 +271,8 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   }
   L.index64 = biggest >= (std::int64_t{1} << 31);
   const int chunks = row_cache_chunks(L.vector_width);
-  L.tpr = threads_per_row(L.cols / L.vector_width, chunks);
+  const int vpt = row_tuning_state().vectors_per_thread;
+  L.tpr = threads_per_row(L.cols / L.vector_width, vpt > 0 && vpt < chunks ? vpt : chunks);
   L.block = row_max_threads;  // at most: the launch gives few rows fewer rows per block
   L.rows_per_block = L.block / L.tpr;
   // Short enough rows are read once into registers, whatever the number of passes; longer ones
