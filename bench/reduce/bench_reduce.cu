@@ -173,9 +173,9 @@ BENCHMARK(bm_copy)->Arg(16384LL * 4096 * 4)->Arg(16384LL * 4096 * 2)->Arg(65536L
 BENCHMARK(bm_rows<float, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({65536, 128, 1})->Args({65536, 128, 0})->Args({64, 1 << 20, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<bfloat16, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows_graph)->ArgNames({"rms", "variant"})->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_column_sum)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);
