@@ -67,11 +67,11 @@ enum which { softmax_k, layer_norm_k, rms_norm_k };
 template <class T, which W>
 void bm_rows(benchmark::State& state) {
   const std::int64_t rows = state.range(0), cols = state.range(1);
-  // range(2): the row kernel's register cache on (1), on without the L1 prefetch of the leaves
-  // read from memory (2), on with few rows spread over more blocks (3), or off (0: each pass
-  // re-reads the row), to compare the strategies in one run.
+  // range(2): the row kernel's register cache on (1), on with the L1 prefetch of the epilogue's
+  // leaves read from memory (2), on with few rows spread over more blocks (3), or off (0: each
+  // pass re-reads the row), to compare the strategies in one run.
   fusex::detail::row_tuning_state().cache = state.range(2) != 0;
-  fusex::detail::row_tuning_state().prefetch = state.range(2) != 2;
+  fusex::detail::row_tuning_state().prefetch = state.range(2) == 2;
   fusex::detail::row_tuning_state().spread_small = state.range(2) == 3;
   device_buffer<T> x(rows * cols), y(rows * cols), g(cols, 0.5f, 1.5f), b(cols, -0.5f, 0.5f);
   auto xv = fusex::make_view(x.p, {rows, cols});
@@ -87,24 +87,24 @@ void bm_rows(benchmark::State& state) {
   });
   fusex_bench::report_bandwidth(state, bytes, secs, copy_for(rows * cols * std::int64_t(sizeof(T))));
   fusex::detail::row_tuning_state().cache = true;
-  fusex::detail::row_tuning_state().prefetch = true;
+  fusex::detail::row_tuning_state().prefetch = false;
   fusex::detail::row_tuning_state().spread_small = false;
 }
 
 // Short rows as a model's step has them ([16, 256]: latency-bound kernels), 100 launches of
 // layer_norm (or rms_norm) replayed from a CUDA graph, so the time is the kernels' and not the
 // host's: us_per_kernel. range(0): 0 layer_norm, 1 rms_norm; range(1): the row kernel's variant,
-// 0 default, 1 no L1 prefetch, 2 few rows spread one per block, 3 one vector per thread (more
-// threads per row).
+// 0 default (one vector per thread at this size), 1 with the L1 prefetch, 2 few rows spread one
+// per block, 3 four vectors per thread (fewer threads per row: the default before a6c966e).
 void bm_rows_graph(benchmark::State& state) {
   constexpr std::int64_t rows = 16, cols = 256;
   constexpr int kernels = 100;
   const bool rms = state.range(0) != 0;
   const int variant = static_cast<int>(state.range(1));
   auto& tuning = fusex::detail::row_tuning_state();
-  tuning.prefetch = variant != 1;
+  tuning.prefetch = variant == 1;
   tuning.spread_small = variant == 2;
-  tuning.vectors_per_thread = variant == 3 ? 1 : 0;
+  tuning.vectors_per_thread = variant == 3 ? 4 : 0;
   device_buffer<float> a(rows * cols), b(rows * cols), g(cols, 0.5f, 1.5f), be(cols, -0.5f, 0.5f);
   auto av = fusex::make_view(a.p, {rows, cols});
   auto bv = fusex::make_view(b.p, {rows, cols});
@@ -121,7 +121,7 @@ void bm_rows_graph(benchmark::State& state) {
   }
   FUSEX_CUDA_CHECK(cudaStreamEndCapture(bench_stream(), &graph));
   FUSEX_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  tuning.prefetch = true;
+  tuning.prefetch = false;
   tuning.spread_small = false;
   tuning.vectors_per_thread = 0;
   const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {

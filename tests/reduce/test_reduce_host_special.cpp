@@ -575,22 +575,22 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     // x + residual is written three times: x owns the float32 registers (first of the tie), its
     // three occurrences read them; residual, weight and bias read memory.
     CHECK(contains(plan, "3 of 8 leaves answered from registers"));
-    // The epilogue's leaves that read memory (residual in x + residual, weight, bias) have their
-    // lines requested at the load; residual's two occurrences in the reductions do not (the
-    // pass reads them right after the load).
-    CHECK(contains(plan, "3 prefetched into L1 at the load"));
-    struct prefetch_off {
-      prefetch_off() { fusex::detail::row_tuning_state().prefetch = false; }
-      ~prefetch_off() { fusex::detail::row_tuning_state().prefetch = true; }
-      prefetch_off(const prefetch_off&) = delete;
-      prefetch_off& operator=(const prefetch_off&) = delete;
+    CHECK(contains(plan, "3 of 8 leaves answered from registers)"));  // no prefetch by default
+    // With the prefetch switch, the epilogue's leaves that read memory (residual in x +
+    // residual, weight, bias) have their lines requested at the load; residual's two occurrences
+    // in the reductions do not (the pass reads them right after the load).
+    struct prefetch_on {
+      prefetch_on() { fusex::detail::row_tuning_state().prefetch = true; }
+      ~prefetch_on() { fusex::detail::row_tuning_state().prefetch = false; }
+      prefetch_on(const prefetch_on&) = delete;
+      prefetch_on& operator=(const prefetch_on&) = delete;
     };
-    std::string without;
+    std::string with;
     {
-      const prefetch_off off;
-      without = fusex::explain(ov, fusex::layer_norm(xv + rv, gv, bv));
+      const prefetch_on on;
+      with = fusex::explain(ov, fusex::layer_norm(xv + rv, gv, bv));
     }
-    CHECK(contains(without, "3 of 8 leaves answered from registers)"));
+    CHECK(contains(with, "3 of 8 leaves answered from registers, 3 prefetched into L1 at the load"));
   }
   {
     // Written by hand, softmax nests: the max is needed before the sum of exponentials.
@@ -693,4 +693,23 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
     CHECK(role(m, 31) == 1);
     CHECK(cached == 31);
   }
+}
+
+TEST_CASE("host: few short rows get one vector per thread, many rows about 16 elements", "[reduce][host][explain]") {
+  // The row group's size: [16, 256] would be 2 blocks of 8 one-warp rows at 4 float4 per thread
+  // (fewer blocks than row_split_rows): it takes 64 threads per row, one float4 each; [4096, 1024]
+  // keeps 64 threads of 4 float4. vectors_per_thread forces a size (bench_reduce compares them).
+  host_array<float> x(4096 * 1024), y(4096 * 1024), g(1024);
+  const auto plan = [&](std::int64_t rows, std::int64_t cols) {
+    const fusex::shape_t s{rows, cols};
+    return fusex::explain(y.view(s), fusex::rms_norm(x.cview(s), g.cview(fusex::shape_t{cols})));
+  };
+  CHECK(contains(plan(16, 256), "64 threads per row"));
+  CHECK(contains(plan(4096, 1024), "64 threads per row"));
+  CHECK(contains(plan(4096, 256), "32 threads per row"));  // 512 blocks: no change
+  fusex::detail::row_tuning_state().vectors_per_thread = 4;
+  const std::string forced = plan(16, 256);
+  fusex::detail::row_tuning_state().vectors_per_thread = 0;
+  CHECK(contains(forced, "32 threads per row"));
+  CHECK(contains(forced, "row kept in registers"));
 }
