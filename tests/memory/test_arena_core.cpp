@@ -545,15 +545,19 @@ TEST_CASE("arena: a new graph pool takes a destroyed pool's free chunk, not a ne
   }  // the graph is gone: its chunk returns to the eager pool, ordered after `first`
   CHECK(w->chunk_allocs == allocs0 + 1);
   for (int i = 0; i < 20; ++i) {
-    auto pool = a.begin_private_pool(second, po);
+    // Alternate the capture streams, each graph replayed on its own stream: every new capture
+    // must be ordered after the previous graph's last replay, on the other stream.
+    const cudaStream_t on = i % 2 ? first : second, before = i % 2 ? second : first;
+    auto pool = a.begin_private_pool(on, po);
     CHECK(pool.bytes_reserved() == 4 * MiB);
-    // The second graph's capture starts only after the first graph's last replay.
-    CHECK(w->ordered_after(second, first, last_replay));
-    w->set_capturing(second, true, 2 + static_cast<unsigned long long>(i));
-    void* t = a.allocate_async(4 * MiB, 256, second);  // the whole reserve
-    a.deallocate_async(t, 4 * MiB, 256, second);
-    w->set_capturing(second, false, 0);
+    CHECK(w->ordered_after(on, before, last_replay));
+    w->set_capturing(on, true, 2 + static_cast<unsigned long long>(i));
+    void* t = a.allocate_async(4 * MiB, 256, on);  // the whole reserve
+    a.deallocate_async(t, 4 * MiB, 256, on);
+    w->set_capturing(on, false, 0);
     a.end_private_pool(pool);
+    w->advance(on, 3);  // this graph's replays
+    last_replay = w->pos(on);
   }
   CHECK(w->chunk_allocs == allocs0 + 1);
   CHECK(a.stats().pool_chunk_reuses == 20);
@@ -574,12 +578,34 @@ TEST_CASE("arena: a new graph pool takes a destroyed pool's free chunk, not a ne
     }
     wb->set_capturing(busy, false, 0);
     CHECK(wb->capture_violations == 0);
+    // Two pools at once: both free chunks are adopted, the one `busy` freed among them (its free
+    // is recorded on `busy` now that the capture is over).
+    const auto records = wb->records;
     {
-      auto pool = b.make_private_pool(second, po);  // now the free chunks can be adopted
+      auto p1 = b.make_private_pool(second, po);
+      auto p2 = b.make_private_pool(second, po);
       CHECK(wb->chunk_allocs == n + 1);
-      CHECK(b.stats().pool_chunk_reuses == 1);
+      CHECK(b.stats().pool_chunk_reuses == 2);
+      CHECK(wb->records > records);
     }
     CHECK(b.validate().empty());
+  }
+  // Out of memory for a pool's reserve: free memory the eager pool holds in other sizes is given
+  // back to upstream first, then the reserve is taken.
+  {
+    fusex::arena_options o = no_cache_options();
+    o.initial_chunk_bytes = 2 * MiB;
+    fake_arena c(fake_backend{}, o);
+    auto wc = c.backend().w;
+    wc->limit = 12 * MiB;
+    void* e1 = c.allocate_async(2 * MiB, 256, busy);
+    void* e2 = c.allocate_async(10 * MiB, 256, busy);  // the device is full: 2 + 10 MiB
+    c.deallocate_async(e1, 2 * MiB, 256, busy);
+    c.deallocate_async(e2, 10 * MiB, 256, busy);
+    auto pool = c.make_private_pool(second, po);  // 4 MiB: no free chunk of 4-8 MiB to adopt
+    CHECK(pool.bytes_reserved() == 4 * MiB);
+    CHECK(wc->chunk_frees >= 1);
+    CHECK(c.validate().empty());
   }
 }
 

@@ -230,6 +230,20 @@ struct row_spread {
   row_spread& operator=(const row_spread&) = delete;
 };
 
+/// Sets the row group's vectors per thread for a scope: the tests' shapes are small, so they get
+/// one vector per thread automatically; four per thread (what larger plans use) covers the cached
+/// path's chunks past the end of the row (e.g. 1000 columns: 64 threads x 4 float4, the last
+/// chunk partly outside).
+struct row_vectors {
+  int old;
+  explicit row_vectors(int n) : old(fusex::detail::row_tuning_state().vectors_per_thread) {
+    fusex::detail::row_tuning_state().vectors_per_thread = n;
+  }
+  ~row_vectors() { fusex::detail::row_tuning_state().vectors_per_thread = old; }
+  row_vectors(const row_vectors&) = delete;
+  row_vectors& operator=(const row_vectors&) = delete;
+};
+
 // "gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", for dtype T.
 template <class T>
 void composites() {

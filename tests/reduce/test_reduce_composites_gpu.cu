@@ -15,4 +15,8 @@ TEMPLATE_TEST_CASE("gpu: softmax, log_softmax, layer_norm, rms_norm with epilogu
     const row_spread spread(true);
     composites<TestType>();
   }
+  SECTION("four vectors per thread (the larger plans' group size)") {
+    const row_vectors four(4);
+    composites<TestType>();
+  }
 }

@@ -34,10 +34,17 @@ TEST_CASE("gpu: row lengths from 1 to 2^20, [1, n] and [n, 1], empty", "[gpu][re
     check_reduction<float>("amax row", {rows, cols}, 2u, [](auto x) { return fusex::amax(x, -1); }, kind::max, -1, 1);
   }
   {
-    // The same rows with the other launch shape: one row per block.
+    // The same rows with the other launch shapes: one row per block, and groups sized for four
+    // vectors per thread (as larger plans have).
     const row_spread spread(!fusex::detail::row_tuning_state().spread_small);
     for (std::int64_t cols : std::vector<std::int64_t>{1, 33, 128, 1000, 4096, 16384}) {
       check_reduction<float>("sum row, other launch shape", {33, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1, 16);
+    }
+  }
+  {
+    const row_vectors four(4);
+    for (std::int64_t cols : std::vector<std::int64_t>{1, 33, 128, 1000, 4096, 16384}) {
+      check_reduction<float>("sum row, four vectors per thread", {33, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1, 16);
     }
   }
   check_reduction<float>("[1, n] all", {1, 100000}, 3u, [](auto x) { return fusex::sum(x); }, kind::sum, -1, 1, 16);

@@ -707,9 +707,17 @@ TEST_CASE("host: few short rows get one vector per thread, many rows about 16 el
   CHECK(contains(plan(16, 256), "64 threads per row"));
   CHECK(contains(plan(4096, 1024), "64 threads per row"));
   CHECK(contains(plan(4096, 256), "32 threads per row"));  // 512 blocks: no change
-  fusex::detail::row_tuning_state().vectors_per_thread = 4;
-  const std::string forced = plan(16, 256);
-  fusex::detail::row_tuning_state().vectors_per_thread = 0;
+  struct four_vectors {
+    four_vectors() { fusex::detail::row_tuning_state().vectors_per_thread = 4; }
+    ~four_vectors() { fusex::detail::row_tuning_state().vectors_per_thread = 0; }
+    four_vectors(const four_vectors&) = delete;
+    four_vectors& operator=(const four_vectors&) = delete;
+  };
+  std::string forced;
+  {
+    const four_vectors four;
+    forced = plan(16, 256);
+  }
   CHECK(contains(forced, "32 threads per row"));
   CHECK(contains(forced, "row kept in registers"));
 }

@@ -46,6 +46,11 @@ inline constexpr int row_cache_budget_bytes = 384;
 /// bandwidth in the row kernel).
 inline constexpr std::int64_t row_split_rows = 128;
 
+/// A plan that would launch fewer blocks than this (about one per SM of a large GPU) at ~16
+/// elements per thread is latency-bound: its rows get one vector per thread instead (more threads
+/// per row, each holding less), see row_tuning::vectors_per_thread.
+inline constexpr std::int64_t row_small_grid_blocks = 128;
+
 /// Run-time switches of the row kernel, for benchmarks that compare its strategies in one run.
 struct row_tuning {
   bool cache = true;  ///< use the register-cached path where the row fits (else re-read per pass)
@@ -54,14 +59,14 @@ struct row_tuning {
   /// gained nothing at [16, 256] and cost 10% on a [16384, 4096] fp32 rms_norm (bench_reduce).
   bool prefetch = false;
   /// Fewer full blocks than SMs: fewer rows per block (down to one) so the rows spread out. Off by
-  /// default: measured on the H200 at [16, 256] (layer_norm, rms_norm) it gained nothing (1-2%
-  /// slower, within noise), unlike the elementwise kernels' spreading (5% on a graph chain).
+  /// default: measured on the H200 at [16, 256] (layer_norm, rms_norm) within -1% to +3.5% of
+  /// the default across runs, too little to change the launch shape of every small reduction.
   bool spread_small = false;
   /// Vectors of the row per thread the group is sized for. 0: automatic, one vector per thread
-  /// when the plan would otherwise launch fewer than row_split_rows blocks (few short rows: the
-  /// kernel is latency-bound, and more threads each holding less finish sooner; measured on the
-  /// H200 at [16, 256]: 9-13% less time per kernel), else row_cache_chunks (about 16 elements).
-  /// n > 0: n (at most row_cache_chunks).
+  /// when the plan would otherwise launch fewer than row_small_grid_blocks blocks (few short rows:
+  /// the kernel is latency-bound, and more threads each holding less finish sooner; measured on
+  /// the H200 at [16, 256]: 7-13% less time per kernel), else row_cache_chunks (about 16
+  /// elements). n > 0: n (at most row_cache_chunks).
   int vectors_per_thread = 0;
 };
 inline row_tuning& row_tuning_state() {
@@ -279,7 +284,8 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   L.tpr = threads_per_row(L.cols / L.vector_width, vpt > 0 && vpt < chunks ? vpt : chunks);
   if (vpt == 0) {
     const std::int64_t rows_per_block = row_max_threads / L.tpr;
-    if ((L.rows + rows_per_block - 1) / rows_per_block < row_split_rows) L.tpr = threads_per_row(L.cols / L.vector_width, 1);
+    if ((L.rows + rows_per_block - 1) / rows_per_block < row_small_grid_blocks)
+      L.tpr = threads_per_row(L.cols / L.vector_width, 1);
   }
   L.block = row_max_threads;  // at most: the launch gives few rows fewer rows per block
   L.rows_per_block = L.block / L.tpr;

@@ -1467,7 +1467,16 @@ class basic_arena : private cache_owner {
   void pool_grow_locked(pool& p, std::size_t bytes, cudaStream_t stream) {
     const std::size_t size = round_up(bytes, opts_.chunk_granularity);
     if (adopt_free_chunk(p, size)) return;
-    const cudaError_t err = add_chunk(p, size, stream, nullptr);
+    cudaError_t err = add_chunk(p, size, stream, nullptr);
+    if (err != cudaSuccess) {
+      // Out of memory: the eager pool's free memory may sit in thread caches or in pieces of a
+      // chunk on several streams' lists. Gather it and try adopting again, then give unused
+      // chunks of any size back to upstream and try once more (as the eager pool's grow does).
+      const bool flushed = flush_all_caches_locked();
+      const bool merged = merge_cross_stream(*eager_);
+      if ((flushed || merged) && adopt_free_chunk(p, size)) return;
+      if (trim_locked(0) != 0) err = add_chunk(p, size, stream, nullptr);
+    }
     if (err != cudaSuccess) throw_out_of_memory(bytes, arena_granule, stream, size, err);
   }
 
