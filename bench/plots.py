@@ -31,7 +31,15 @@ FAMILIES = [
 
 
 def newest(pattern):
-    files = sorted(glob.glob(os.path.join(HERE, "results", pattern)))
+    """The run recorded last (Google Benchmark's context date; file names carry commit hashes,
+    which do not sort by time)."""
+    def when(path):
+        try:
+            with open(path) as f:
+                return json.load(f).get("context", {}).get("date", "")
+        except (OSError, ValueError):
+            return ""
+    files = sorted(glob.glob(os.path.join(HERE, "results", pattern)), key=when)
     return files[-1:] if files else []
 
 
