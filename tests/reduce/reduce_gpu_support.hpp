@@ -217,31 +217,16 @@ void every_axis_set() {
   }
 }
 
-/// Sets the row kernel's spreading of few rows over blocks for a scope: the tests' row counts are
-/// small, so both launch shapes are tested explicitly: one row per block, and blocks of several
-/// rows (slot offsets per group, cross-warp combines of a later group, idle rows at the barriers).
-struct row_spread {
-  bool old;
-  explicit row_spread(bool on) : old(fusex::detail::row_tuning_state().spread_small) {
-    fusex::detail::row_tuning_state().spread_small = on;
-  }
-  ~row_spread() { fusex::detail::row_tuning_state().spread_small = old; }
-  row_spread(const row_spread&) = delete;
-  row_spread& operator=(const row_spread&) = delete;
+/// Row-kernel launch shapes for a scope (the tests' shapes are small, so the automatic choices
+/// give them one vector per thread and blocks of several rows): row_spread(true) runs one row
+/// per block; row_vectors(4) sizes groups for four vectors per thread, as larger plans have,
+/// which covers the cached path's chunks past the end of the row (e.g. 1000 columns: 64 threads x
+/// 4 float4, the last chunk partly outside).
+struct row_spread : scoped_setting<bool> {
+  explicit row_spread(bool on) : scoped_setting<bool>(fusex::detail::row_tuning_state().spread_small, on) {}
 };
-
-/// Sets the row group's vectors per thread for a scope: the tests' shapes are small, so they get
-/// one vector per thread automatically; four per thread (what larger plans use) covers the cached
-/// path's chunks past the end of the row (e.g. 1000 columns: 64 threads x 4 float4, the last
-/// chunk partly outside).
-struct row_vectors {
-  int old;
-  explicit row_vectors(int n) : old(fusex::detail::row_tuning_state().vectors_per_thread) {
-    fusex::detail::row_tuning_state().vectors_per_thread = n;
-  }
-  ~row_vectors() { fusex::detail::row_tuning_state().vectors_per_thread = old; }
-  row_vectors(const row_vectors&) = delete;
-  row_vectors& operator=(const row_vectors&) = delete;
+struct row_vectors : scoped_setting<int> {
+  explicit row_vectors(int n) : scoped_setting<int>(fusex::detail::row_tuning_state().vectors_per_thread, n) {}
 };
 
 // "gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", for dtype T.

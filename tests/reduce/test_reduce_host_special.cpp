@@ -579,15 +579,9 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     // With the prefetch switch, the epilogue's leaves that read memory (residual in x +
     // residual, weight, bias) have their lines requested at the load; residual's two occurrences
     // in the reductions do not (the pass reads them right after the load).
-    struct prefetch_on {
-      prefetch_on() { fusex::detail::row_tuning_state().prefetch = true; }
-      ~prefetch_on() { fusex::detail::row_tuning_state().prefetch = false; }
-      prefetch_on(const prefetch_on&) = delete;
-      prefetch_on& operator=(const prefetch_on&) = delete;
-    };
     std::string with;
     {
-      const prefetch_on on;
+      const scoped_setting<bool> on(fusex::detail::row_tuning_state().prefetch, true);
       with = fusex::explain(ov, fusex::layer_norm(xv + rv, gv, bv));
     }
     CHECK(contains(with, "3 of 8 leaves answered from registers, 3 prefetched into L1 at the load"));
@@ -707,15 +701,9 @@ TEST_CASE("host: few short rows get one vector per thread, many rows about 16 el
   CHECK(contains(plan(16, 256), "64 threads per row"));
   CHECK(contains(plan(4096, 1024), "64 threads per row"));
   CHECK(contains(plan(4096, 256), "32 threads per row"));  // 512 blocks: no change
-  struct four_vectors {
-    four_vectors() { fusex::detail::row_tuning_state().vectors_per_thread = 4; }
-    ~four_vectors() { fusex::detail::row_tuning_state().vectors_per_thread = 0; }
-    four_vectors(const four_vectors&) = delete;
-    four_vectors& operator=(const four_vectors&) = delete;
-  };
   std::string forced;
   {
-    const four_vectors four;
+    const scoped_setting<int> four(fusex::detail::row_tuning_state().vectors_per_thread, 4);
     forced = plan(16, 256);
   }
   CHECK(contains(forced, "32 threads per row"));

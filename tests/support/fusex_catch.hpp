@@ -8,3 +8,18 @@
 #else
 #include <catch2/catch.hpp>
 #endif
+
+/// Sets a run-time switch (a tuning field) to `value` for a scope and restores its old value on
+/// the way out, also when the test throws.
+template <class T>
+class scoped_setting {
+ public:
+  scoped_setting(T& field, T value) : field_(field), old_(field) { field_ = value; }
+  ~scoped_setting() { field_ = old_; }
+  scoped_setting(const scoped_setting&) = delete;
+  scoped_setting& operator=(const scoped_setting&) = delete;
+
+ private:
+  T& field_;
+  T old_;
+};
