@@ -74,7 +74,16 @@ run_one() {  # run_one tool name command...
   # the exception fusex throws for each; every other API error also surfaces as an exception (every
   # call is checked), so memcheck reports memory errors only.
   [ "$tool" = memcheck ] && extra=(--leak-check no --report-api-errors no)
-  timeout -k 10 "$SAN_TIMEOUT" compute-sanitizer --tool "$tool" --target-processes all "${extra[@]}" --error-exitcode 99 --print-limit 50 \
+  # racecheck serialises every kernel and tracks every shared-memory access: the two longest
+  # programs run fewer repetitions of the same code paths under it (later flags win in the tour).
+  local env=()
+  if [ "$tool" = racecheck ]; then
+    case $name in
+      example.fusex-tour) set -- "$@" --steps 2 --warmup 1 --blocks 10 --layers 20 ;;
+      test_arena_stress_gpu) env=(FUSEX_ARENA_STRESS_ITERATIONS=400) ;;
+    esac
+  fi
+  timeout -k 10 "$SAN_TIMEOUT" env "${env[@]}" compute-sanitizer --tool "$tool" --target-processes all "${extra[@]}" --error-exitcode 99 --print-limit 50 \
     --log-file "$log/$tool/$name.san.log" bash -c "$*" > "$log/$tool/$name.log" 2>&1
   echo $? > "$log/$tool/$name.rc"
 }

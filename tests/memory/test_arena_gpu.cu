@@ -187,7 +187,10 @@ TEST_CASE("arena (GPU): trim returns memory to the device", "[memory][gpu]") {
     // pool's release threshold is 0).
     FUSEX_CUDA_CHECK(cudaDeviceSynchronize());
     FUSEX_CUDA_CHECK(cudaMemGetInfo(&free2, &total));
-    CHECK(free2 + 256 * MiB >= free0);
+    // Measured against the high-water mark rather than free0: tools such as initcheck keep
+    // their own device allocations for the arena's blocks, which moves the free figure by a few
+    // hundred MiB; at least 7 of the 8 GiB must come back.
+    CHECK(free2 >= free1 + (std::size_t{7} << 30));
   }
 }
 
