@@ -75,10 +75,25 @@ __device__ FUSEX_FORCEINLINE T shfl_xor(const T& v, int mask) {
   return r;
 }
 
-/// Reduces `v` over each group of `tpr` consecutive threads (tpr a multiple of 32); every thread
-/// of the group gets the result. Fixed combination order: deterministic. All threads of the block
-/// must call it. `scratch` holds one Acc per warp. (cub::BlockReduce needs the block size at compile
-/// time; groups here are sized at run time.)
+/// Broadcasts lane `src`'s value to the whole warp, 32 bits at a time.
+template <class T>
+__device__ FUSEX_FORCEINLINE T shfl_index(const T& v, int src) {
+  constexpr int words = (static_cast<int>(sizeof(T)) + 3) / 4;
+  unsigned w[words] = {};
+  memcpy(w, &v, sizeof(T));
+  FUSEX_UNROLL
+  for (int i = 0; i < words; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
+  T r;
+  memcpy(&r, w, sizeof(T));
+  return r;
+}
+
+/// Reduces `v` over each group of `tpr` consecutive threads (tpr 32 times a power of two, at most
+/// 1024); every thread of the group gets the result. Fixed combination order: deterministic. All
+/// threads of the block must call it. `scratch` holds one Acc per warp. (cub::BlockReduce needs
+/// the block size at compile time; groups here are sized at run time.)
+/// Both stages are balanced trees of shuffles: partial results of equal size meet (Welford's
+/// combine skips its division then) and the dependent chain is log2(tpr) combines long.
 template <class Acc, class Combine>
 __device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int tpr, Acc* scratch) {
   FUSEX_UNROLL
@@ -88,10 +103,12 @@ __device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
+  // Every warp reduces its group's per-warp results: lane i holds warp i's (lanes past the
+  // group's warp count only pair with each other, their values are never used).
   const int wpr = tpr / 32, first = (warp / wpr) * wpr;
-  Acc r = scratch[first];
-  for (int i = 1; i < wpr; ++i) r = combine(r, scratch[first + i]);
-  return r;
+  Acc r = scratch[first + (lane < wpr ? lane : 0)];
+  for (int o = wpr / 2; o > 0; o >>= 1) r = combine(r, shfl_xor(r, o));
+  return shfl_index(r, 0);
 }
 
 inline constexpr int reduce_scratch_bytes = 32 * 32;  // one accumulator (<= 32 bytes) per warp
@@ -194,7 +211,7 @@ __device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, con
   (row_accumulate<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
 }
 
-// Combines chunk k's accumulators into the running ones (fixed order: deterministic).
+// Combines one chunk's accumulators into another's (fixed order: deterministic).
 template <class... R, class Tup, std::size_t... I>
 __device__ FUSEX_FORCEINLINE void combine_into(const cuda::std::tuple<const R*...>& rs, Tup& acc, const Tup& part,
                                                std::index_sequence<I...>) {
@@ -215,8 +232,12 @@ __device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...
   for (int k = 0; k < static_cast<int>(sizeof...(K)); ++k)
     acc[k] = acc_tuple{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
   (cached_accumulate<W, K>(rs, acc[K], p, row, active, lane, slots, set, is), ...);
+  // A balanced tree (chunk counts are powers of two): equal-sized partials meet.
   FUSEX_UNROLL
-  for (int k = 1; k < static_cast<int>(sizeof...(K)); ++k) combine_into(rs, acc[0], acc[k], is);
+  for (int w = 1; w < static_cast<int>(sizeof...(K)); w *= 2) {
+    FUSEX_UNROLL
+    for (int k = 0; k + w < static_cast<int>(sizeof...(K)); k += 2 * w) combine_into(rs, acc[k], acc[k + w], is);
+  }
   (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc[0]), p, active, lane, slots, scratch), ...);
   __syncthreads();
 }

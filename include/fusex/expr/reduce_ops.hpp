@@ -217,14 +217,21 @@ struct variance {
     using C = detail::float_acc<float_of_t<T>>;
     return {C(1), static_cast<C>(x), C(0)};
   }
+  /// Branch-free (no divergent region in the warp and block reductions): empty sides need no
+  /// test (an empty side has count 0 and mean 0, so the weights give the other side back
+  /// exactly), and equal counts, the common case in a balanced reduction tree, skip the
+  /// division (b.count / n is exactly 1/2 then).
   template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
     using C = detail::float_acc<float_of_t<T>>;
-    if (a.count == C(0)) return b;
-    if (b.count == C(0)) return a;
     const C n = a.count + b.count;
     const C delta = b.mean - a.mean;
-    const C wb = b.count / n;
-    return {n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * a.count * wb};
+    const C wb = a.count == b.count ? C(0.5) : b.count / n;
+    const C mean = a.mean + delta * wb;
+    // delta * delta * a.count * wb is 0 when a side is empty, unless delta is infinite (an
+    // infinite mean makes the variance NaN in finish whatever m2 holds).
+    const C m2 = a.m2 + b.m2 + delta * delta * a.count * wb;
+    if (a.count == C(0)) return b;  // (selects: both sides are computed above)
+    return {n, mean, m2};
   }
   /// W values at once (W a power of two): their own mean and squared deviations, exactly as
   /// Chan's combination would give them, without a division per element.
@@ -275,20 +282,22 @@ struct logsumexp {
     using C = detail::float_acc<float_of_t<T>>;
     return {static_cast<C>(x), C(1)};
   }
+  /// Branch-free, so the warp and block reductions run without divergent regions: the side
+  /// holding the maximum scales by exp(0) = 1 exactly (exp(inf - inf) would be NaN when the
+  /// maximum is +inf, and two -inf maxima sum their counts), an empty side (max -inf, sum 0)
+  /// contributes 0, and a NaN on either side gives {NaN, 1}.
   template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
     using C = detail::float_acc<float_of_t<T>>;
-    if (a.sum == C(0)) return b;
-    if (b.sum == C(0)) return a;
-    if (fusex::detail::math::isnan(a.max) || fusex::detail::math::isnan(b.max)) return {a.max + b.max, C(1)};
+    const bool nan = fusex::detail::math::isnan(a.max) || fusex::detail::math::isnan(b.max);
     const C m = a.max > b.max ? a.max : b.max;
-    if (m == -cuda::std::numeric_limits<C>::infinity()) return {m, a.sum + b.sum};
-    // The side holding the maximum scales by 1 (exp(inf - inf) would be NaN when the maximum is +inf).
-    const C ea = a.max == m ? C(1) : fusex::detail::math::exp(a.max - m);
-    const C eb = b.max == m ? C(1) : fusex::detail::math::exp(b.max - m);
-    return {m, a.sum * ea + b.sum * eb};
+    const C ea = fusex::detail::math::exp(a.max == m ? C(0) : a.max - m);
+    const C eb = fusex::detail::math::exp(b.max == m ? C(0) : b.max - m);
+    const C s = a.sum * ea + b.sum * eb;
+    return {nan ? a.max + b.max : m, nan ? C(1) : s};
   }
   /// W values at once: their maximum, then one exp per value (folding them one by one rescales
-  /// the running sum with a second exp per value, in a dependent chain).
+  /// the running sum with a second exp per value, in a dependent chain). No branches: the
+  /// maximum itself takes exp(0) = 1 (also at +-inf), and a NaN is selected at the end.
   template <class T, int W> FUSEX_HD acc<T> lift_vec(const compute_t<T> (&x)[W], std::int64_t) const {
     using C = detail::float_acc<float_of_t<T>>;
     C m = static_cast<C>(x[0]);
@@ -299,13 +308,13 @@ struct logsumexp {
       nan = nan || fusex::detail::math::isnan(v);
       m = v > m ? v : m;
     }
-    if (nan) return {cuda::std::numeric_limits<C>::quiet_NaN(), C(1)};
     C s = C(0);
     FUSEX_UNROLL
     for (int l = 0; l < W; ++l) {
       const C v = static_cast<C>(x[l]);
-      s += v == m ? C(1) : fusex::detail::math::exp(v - m);  // (the maximum itself: 1, also at +-inf)
+      s += fusex::detail::math::exp(v == m ? C(0) : v - m);
     }
+    if (nan) return {cuda::std::numeric_limits<C>::quiet_NaN(), C(1)};
     return {m, s};
   }
   template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
