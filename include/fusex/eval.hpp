@@ -301,7 +301,7 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
     const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, V);
     if (R.ok) {
       out += "fusex plan: 1 kernel (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " +
-             std::to_string(R.cols) + " columns, " + std::to_string(R.tpr) + " threads per row, " +
+             std::to_string(R.cols) + " columns, " + std::to_string(R.tpr) + (R.tpr == 1 ? " thread per row, " : " threads per row, ") +
              std::to_string(reduction_depth<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value) +
              " pass(es) over each row (" + std::to_string(reds.size()) + " reduction(s); those of one nesting level share a pass) then the " +
              (R.full_dest ? "epilogue over the row" : "one value per row") + ", " +

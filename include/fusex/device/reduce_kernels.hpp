@@ -88,8 +88,9 @@ __device__ FUSEX_FORCEINLINE T shfl_index(const T& v, int src) {
   return r;
 }
 
-/// Reduces `v` over each group of `tpr` consecutive threads (tpr 32 times a power of two, at most
-/// 1024); every thread of the group gets the result. Fixed combination order: deterministic. All
+/// Reduces `v` over each group of `tpr` consecutive threads (tpr a power of two, at most 1024);
+/// every thread of the group gets the result (below 32, groups share a warp and shuffle only
+/// among themselves). Fixed combination order: deterministic. All
 /// threads of the block must call it. `scratch` holds one Acc per warp. (cub::BlockReduce needs
 /// the block size at compile time; groups here are sized at run time.)
 /// Both stages are balanced trees of shuffles: partial results of equal size meet (Welford's
@@ -97,7 +98,9 @@ __device__ FUSEX_FORCEINLINE T shfl_index(const T& v, int src) {
 template <class Acc, class Combine>
 __device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int tpr, Acc* scratch) {
   FUSEX_UNROLL
-  for (int o = 16; o > 0; o >>= 1) v = combine(v, shfl_xor(v, o));
+  for (int o = 16; o > 0; o >>= 1) {
+    if (o < tpr) v = combine(v, shfl_xor(v, o));  // (tpr is uniform: every lane shuffles or none)
+  }
   if (tpr <= 32) return v;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   __syncthreads();
