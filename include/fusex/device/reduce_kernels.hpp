@@ -154,6 +154,15 @@ __device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coo
   acc = r.op.template combine<T>(acc, lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W));
 }
 
+// The accumulator of elements j * W .. j * W + W - 1 alone (the cached path: each chunk's
+// accumulator starts from them, with no combine against the identity).
+template <int W, class Index, class R, class Acc, class Ctx>
+__device__ FUSEX_FORCEINLINE void row_lift(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
+  using T = typename R::input_type;
+  const auto v = r.child.template load<W>(c, ctx);
+  acc = lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W);
+}
+
 // Combines one reduction's accumulator over the group and publishes the result in its slot.
 template <class Index, class R, class Acc>
 __device__ FUSEX_FORCEINLINE void row_publish(const R& r, Acc acc, const row_params<Index>& p, bool active, int lane,
@@ -211,7 +220,7 @@ __device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, con
   c.c[0] = row;
   c.c[1] = j * W;
   const cached_row_context<k, Set> ctx{{slots}, &set};
-  (row_accumulate<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
+  (row_lift<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
 }
 
 // Combines one chunk's accumulators into another's (fixed order: deterministic).
