@@ -154,6 +154,15 @@ __device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coo
   acc = r.op.template combine<T>(acc, lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W));
 }
 
+// The accumulator of elements j * W .. j * W + W - 1 alone (the cached path: each chunk's
+// accumulator starts from them, with no combine against the identity).
+template <int W, class Index, class R, class Acc, class Ctx>
+__device__ FUSEX_FORCEINLINE void row_lift(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
+  using T = typename R::input_type;
+  const auto v = r.child.template load<W>(c, ctx);
+  acc = lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W);
+}
+
 // Combines one reduction's accumulator over the group and publishes the result in its slot.
 template <class Index, class R, class Acc>
 __device__ FUSEX_FORCEINLINE void row_publish(const R& r, Acc acc, const row_params<Index>& p, bool active, int lane,
@@ -199,91 +208,103 @@ __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_par
 }
 
 // --- the cached path: each thread's row_cache_chunks(W) vectors of the row live in registers ----
-// Expressions are evaluated over a thread's K chunks at once (vectors of W * K, see
-// cached_row_context): each leaf tests its role once per evaluation, not once per chunk.
 
-// The accumulators of one reduction over this thread's chunks: the child is evaluated once for
-// all K chunks, each chunk lifted on its own (with its elements' true indices), then combined as
-// a balanced tree (chunk counts are powers of two: equal-sized partials meet). Chunks outside the
-// row contribute the identity.
-template <int W, int K, class Index, class R, class Ctx>
-__device__ FUSEX_FORCEINLINE row_acc_t<R> cached_lift(const R& r, const coord<Index, 2>& c, Index j, const row_params<Index>& p,
-                                                      const Ctx& ctx) {
-  using T = typename R::input_type;
-  using C = compute_t<T>;
-  const auto v = r.child.template load<W * K>(c, ctx);
-  row_acc_t<R> acc[K];
-  FUSEX_UNROLL
-  for (int k = 0; k < K; ++k) {
-    C x[W];
-    FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) x[l] = v.v[k * W + l];
-    const std::int64_t first = (static_cast<std::int64_t>(j) + std::int64_t{k} * p.tpr) * W;
-    acc[k] = (ctx.valid >> k) & 1u ? lift_vec<T, W>(r.op, x, first) : r.op.template identity<T>();
-  }
-  FUSEX_UNROLL
-  for (int w = 1; w < K; w *= 2) {
-    FUSEX_UNROLL
-    for (int k = 0; k + w < K; k += 2 * w) acc[k] = r.op.template combine<T>(acc[k], acc[k + w]);
-  }
-  return acc[0];
-}
-
-template <int W, int K, class Index, class Ctx, class... R, std::size_t... I>
-__device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p,
-                                              const coord<Index, 2>& c, Index j, bool active, int lane, std::uint64_t* slots,
-                                              unsigned char* scratch, const Ctx& ctx, std::index_sequence<I...>) {
-  (row_publish(*cuda::std::get<I>(rs), cached_lift<W, K>(*cuda::std::get<I>(rs), c, j, p, ctx), p, active, lane, slots,
-               scratch),
-   ...);
-  __syncthreads();
-}
-
-template <int W, int K, int L, class Index, class CExpr, class Ctx>
-__device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_params<Index>& p, const coord<Index, 2>& c,
-                                                    Index j, bool active, int lane, std::uint64_t* slots,
-                                                    unsigned char* scratch, const Ctx& ctx) {
-  const auto rs = gather_level<L>(ce);
-  cached_pass<W, K>(rs, p, c, j, active, lane, slots, scratch, ctx,
-                    std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{});
-}
-
-/// The cached row: each leaf type's owner operand is loaded once (all loads in flight together),
-/// each nesting level of reductions is one pass over registers, and the epilogue stores from them.
-template <int W, int K, class Index, class Out, class Expr, int... L>
-__device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p, Index row,
-                                             bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
-                                             std::integer_sequence<int, L...>) {
-  int next_leaf = 0;
-  const auto ce = make_cached<W, K, Index>(expr, p.cache_modes, next_leaf);
-  using set_type = row_cache_set<W, K, leaf_types_t<Expr>>;
-  set_type set;
-  const Index j = static_cast<Index>(lane);  // this thread's first vector; chunk k is j + k * tpr
-  unsigned valid = 0;
-  FUSEX_UNROLL
-  for (int k = 0; k < K; ++k)
-    if (active && j + static_cast<Index>(k) * static_cast<Index>(p.tpr) < p.cols / W) valid |= 1u << k;
-  const cached_row_context<Index, set_type> ctx{{slots}, &set, static_cast<Index>(p.tpr) * W, valid};
+template <int W, int k, class Index, class Tup, class Acc, class Set, std::size_t... I>
+__device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, const row_params<Index>& p, Index row,
+                                                    bool active, int lane, const std::uint64_t* slots, const Set& set,
+                                                    std::index_sequence<I...>) {
+  const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
+  if (!active || j >= p.cols / W) return;
   coord<Index, 2> c;
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  fill_cached(ce, c, set, ctx);
-  (cached_level_pass<W, K, L>(ce, p, c, j, active, lane, slots, scratch, ctx), ...);
+  const cached_row_context<k, Set> ctx{{slots}, &set};
+  (row_lift<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
+}
+
+// Combines one chunk's accumulators into another's (fixed order: deterministic).
+template <class... R, class Tup, std::size_t... I>
+__device__ FUSEX_FORCEINLINE void combine_into(const cuda::std::tuple<const R*...>& rs, Tup& acc, const Tup& part,
+                                               std::index_sequence<I...>) {
+  ((cuda::std::get<I>(acc) = cuda::std::get<I>(rs)->op.template combine<typename R::input_type>(cuda::std::get<I>(acc),
+                                                                                               cuda::std::get<I>(part))),
+   ...);
+}
+
+template <int W, class Index, class Set, class... R, std::size_t... I, int... K>
+__device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
+                                              bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
+                                              const Set& set, std::index_sequence<I...> is, std::integer_sequence<int, K...>) {
+  // One accumulator per chunk: the chunks are independent chains (instruction-level
+  // parallelism), combined in chunk order at the end.
+  using acc_tuple = cuda::std::tuple<row_acc_t<R>...>;
+  acc_tuple acc[sizeof...(K)];
+  FUSEX_UNROLL
+  for (int k = 0; k < static_cast<int>(sizeof...(K)); ++k)
+    acc[k] = acc_tuple{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
+  (cached_accumulate<W, K>(rs, acc[K], p, row, active, lane, slots, set, is), ...);
+  // A balanced tree (chunk counts are powers of two): equal-sized partials meet.
+  FUSEX_UNROLL
+  for (int w = 1; w < static_cast<int>(sizeof...(K)); w *= 2) {
+    FUSEX_UNROLL
+    for (int k = 0; k + w < static_cast<int>(sizeof...(K)); k += 2 * w) combine_into(rs, acc[k], acc[k + w], is);
+  }
+  (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc[0]), p, active, lane, slots, scratch), ...);
+  __syncthreads();
+}
+
+template <int W, int L, class Index, class CExpr, class Set, class Chunks>
+__device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_params<Index>& p, Index row, bool active,
+                                                    int lane, std::uint64_t* slots, unsigned char* scratch, const Set& set,
+                                                    Chunks chunks) {
+  const auto rs = gather_level<L>(ce);
+  cached_pass<W>(rs, p, row, active, lane, slots, scratch, set,
+                 std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{}, chunks);
+}
+
+template <int W, int k, class Index, class CExpr, class Set>
+__device__ FUSEX_FORCEINLINE void cached_fill(const CExpr& ce, const row_params<Index>& p, Index row, bool active, int lane,
+                                              Set& set) {
+  const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
+  if (!active || j >= p.cols / W) return;
+  coord<Index, 2> c;
+  c.rank = 2;
+  c.c[0] = row;
+  c.c[1] = j * W;
+  fill_cached<k>(ce, c, set);
+}
+
+template <int W, int k, class Index, class Out, class CExpr, class Set>
+__device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, const row_params<Index>& p, Index row,
+                                               int lane, const std::uint64_t* slots, const Set& set) {
+  const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
+  if (j >= p.cols / W) return;
+  coord<Index, 2> c;
+  c.rank = 2;
+  c.c[0] = row;
+  c.c[1] = j * W;
+  out.template store<W>(c, ce.template load<W>(c, cached_row_context<k, Set>{{slots}, &set}));
+}
+
+/// The cached row: each leaf type's owner operand is loaded once (all loads in flight together),
+/// each nesting level of reductions is one pass over registers, and the epilogue stores from them.
+template <int W, class Index, class Out, class Expr, int... L, int... K>
+__device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p, Index row,
+                                             bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
+                                             std::integer_sequence<int, L...>, std::integer_sequence<int, K...> chunks) {
+  int next_leaf = 0;
+  const auto ce = make_cached<W, sizeof...(K), Index>(expr, p.cache_modes, next_leaf);
+  row_cache_set<W, sizeof...(K), leaf_types_t<Expr>> set;
+  (cached_fill<W, K>(ce, p, row, active, lane, set), ...);
+  (cached_level_pass<W, L>(ce, p, row, active, lane, slots, scratch, set, chunks), ...);
   if (!active) return;
   if (p.full) {
-    const auto y = ce.template load<W * K>(c, ctx);
-    FUSEX_UNROLL
-    for (int k = 0; k < K; ++k) {
-      if (((valid >> k) & 1u) == 0) continue;
-      vec<std::remove_cv_t<std::remove_reference_t<decltype(y.v[0])>>, W> yk;
-      FUSEX_UNROLL
-      for (int l = 0; l < W; ++l) yk.v[l] = y.v[k * W + l];
-      coord<Index, 2> ck = c;
-      ck.c[1] = c.c[1] + static_cast<Index>(k) * static_cast<Index>(p.tpr) * W;
-      out.template store<W>(ck, yk);
-    }
+    (cached_store<W, K>(out, ce, p, row, lane, slots, set), ...);
   } else if (lane == 0) {
+    coord<Index, 2> c;
+    c.rank = 2;
+    c.c[0] = row;
     c.c[1] = 0;
     out.template store<1>(c, expr.template load<1>(c, row_context{slots}));
   }
@@ -336,7 +357,8 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
       // (and only where the leaves' vectors fit the register budget, as the planner decides).
       if constexpr (sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes) {
         if (p.cached) {
-          cached_row<V, row_cache_chunks(V)>(expr, out, p, row, active, lane, slots, scratch, levels{});
+          cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
+                        std::make_integer_sequence<int, row_cache_chunks(V)>{});
           __syncthreads();
           continue;
         }

@@ -298,22 +298,18 @@ struct row_cache_set<W, K, type_list<Ts...>> {
 /// the epilogue's read after the passes does not wait a second memory round trip.
 enum : int { leaf_uncached = 0, leaf_cache_reader = 1, leaf_cache_owner = 2, leaf_prefetch = 3 };
 
-/// The context of the row kernel's cached path. A thread's share of a row is K chunks of W
-/// elements, chunk k at columns c + k * step (step = threads per row x W); the cached path
-/// evaluates expressions over all of them at once (vectors of W * K), so that each leaf's role
-/// is tested once per evaluation rather than once per chunk. Bit k of `valid`: chunk k lies in
-/// the row (chunks past its end are neither read nor stored; their lanes compute on zeros).
-template <class Index, class Set>
+/// The context of the row kernel's cached path while it works on chunk K of its share of the row:
+/// cached leaves answer from the registers in `set`.
+template <int K, class Set>
 struct cached_row_context : row_context {
+  static constexpr int chunk = K;
   const Set* set;
-  Index step;
-  unsigned valid;
 };
 
-/// A leaf in the cached path. The owner of its type's cache loads this thread's K chunks of the
-/// row into it once (fill); owner and readers then answer from those registers (all indices are
-/// compile-time constants after unrolling, so the arrays live in registers); other leaves read
-/// memory (those marked leaf_prefetch have their lines requested at the fill).
+/// A leaf in the cached path. The owner of its type's cache loads chunk k of this thread's share
+/// of the row into it once (fill); owner and readers then answer from those registers (all
+/// indices are compile-time constants after unrolling, so the arrays live in registers); other
+/// leaves read memory (those marked leaf_prefetch have their line requested at the fill).
 template <class T, class Index, int W, int K>
 struct cached_leaf_eval {
   using value_type = T;
@@ -322,68 +318,26 @@ struct cached_leaf_eval {
   leaf_eval<T, Index> leaf;
   int mode;
 
-  // K chunks from memory, unconverted (one offset and one broadcast test for all of them: the
-  // planner gives vectorised leaves a column stride of 0 or 1).
-  template <int R, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE vec<raw_type, W * K> load_chunks(const coord<Index, R>& c, const Ctx& ctx) const {
-    const Index off = c.offset(leaf.stride);
-    const bool broadcast = leaf.inner_stride(c) == 0;
-    vec<raw_type, W * K> r;
-FUSEX_UNROLL
-    for (int k = 0; k < K; ++k) {
-      if ((ctx.valid >> k) & 1u) {
-        if (broadcast) {
-          const raw_type x = leaf.p[off];
-FUSEX_UNROLL
-          for (int l = 0; l < W; ++l) r.v[k * W + l] = x;
-        } else {
-          const aligned_vec<T, W> raw =
-              *reinterpret_cast<const aligned_vec<T, W>*>(leaf.p + off + static_cast<Index>(k) * ctx.step);
-FUSEX_UNROLL
-          for (int l = 0; l < W; ++l) r.v[k * W + l] = raw.v[l];
-        }
-      } else {
-FUSEX_UNROLL
-        for (int l = 0; l < W; ++l) r.v[k * W + l] = raw_type{};
-      }
-    }
-    return r;
-  }
-
-  template <int R, class Set, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c, Set& set, const Ctx& ctx) const {
+  template <int k, int R, class Set>
+  FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c, Set& set) const {
     if (mode == leaf_cache_owner) {
-      const auto raw = load_chunks(c, ctx);
+      const auto raw = leaf.template load_raw<W>(c);
 FUSEX_UNROLL
-      for (int k = 0; k < K; ++k)
-FUSEX_UNROLL
-        for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = raw.v[k * W + l];
+      for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = raw.v[l];
     } else if (mode == leaf_prefetch) {
-FUSEX_UNROLL
-      for (int k = 0; k < K; ++k) {
-        coord<Index, R> ck = c;
-        ck.c[ck.last()] += static_cast<Index>(k) * ctx.step;
-        if ((ctx.valid >> k) & 1u) leaf.prefetch(ck);
-      }
+      leaf.prefetch(c);
     }
   }
   template <class F>
   FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
-    static_assert(V == W * K, "fusex: internal: a cached leaf is read K chunks at a time");
+    static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
+    if (mode != leaf_cache_owner && mode != leaf_cache_reader) return leaf.template load<V>(c, ctx);
+    const auto& cached = ctx.set->template get<raw_type>().v[Ctx::chunk];
     vec<compute_type, V> r;
-    if (mode != leaf_cache_owner && mode != leaf_cache_reader) {
-      const auto raw = load_chunks(c, ctx);
 FUSEX_UNROLL
-      for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(raw.v[l]);
-      return r;
-    }
-    const auto& cached = ctx.set->template get<raw_type>();
-FUSEX_UNROLL
-    for (int k = 0; k < K; ++k)
-FUSEX_UNROLL
-      for (int l = 0; l < W; ++l) r.v[k * W + l] = convert<compute_type>(cached.v[k].v[l]);
+    for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(cached.v[l]);
     return r;
   }
 };
@@ -422,29 +376,27 @@ FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std
   return result{e.op, {make_cached<W, K, Index>(cuda::std::get<I>(e.children), modes, next)...}};
 }
 
-/// Loads this thread's chunks of every owner leaf of the tree at coordinate c into `set`.
-template <class Index, int R, class T, class Set, class Ctx>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const scalar_eval<T>&, const coord<Index, R>&, Set&, const Ctx&) {}
-template <class Index, int R, class T, int W, int K, class Set, class Ctx>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const cached_leaf_eval<T, Index, W, K>& e, const coord<Index, R>& c, Set& set,
-                                            const Ctx& ctx) {
-  e.fill(c, set, ctx);
+/// Loads chunk k of every owner leaf of the tree at coordinate c into `set`.
+template <int k, class Index, int R, class T, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const scalar_eval<T>&, const coord<Index, R>&, Set&) {}
+template <int k, class Index, int R, class T, int W, int K, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const cached_leaf_eval<T, Index, W, K>& e, const coord<Index, R>& c, Set& set) {
+  e.template fill<k>(c, set);
 }
-template <class Index, int R, class Op, class C, class Set, class Ctx>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set, const Ctx& ctx);
-template <class Index, int R, class Op, class... C, class Set, class Ctx, std::size_t... I>
+template <int k, class Index, int R, class Op, class C, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set);
+template <int k, class Index, int R, class Op, class... C, class Set, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE void fill_cached_map(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set,
-                                                const Ctx& ctx, std::index_sequence<I...>) {
-  (fill_cached(cuda::std::get<I>(e.children), c, set, ctx), ...);
+                                                std::index_sequence<I...>) {
+  (fill_cached<k>(cuda::std::get<I>(e.children), c, set), ...);
 }
-template <class Index, int R, class Op, class... C, class Set, class Ctx>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set,
-                                            const Ctx& ctx) {
-  fill_cached_map(e, c, set, ctx, std::index_sequence_for<C...>{});
+template <int k, class Index, int R, class Op, class... C, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set) {
+  fill_cached_map<k>(e, c, set, std::index_sequence_for<C...>{});
 }
-template <class Index, int R, class Op, class C, class Set, class Ctx>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set, const Ctx& ctx) {
-  fill_cached(e.child, c, set, ctx);
+template <int k, class Index, int R, class Op, class C, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set) {
+  fill_cached<k>(e.child, c, set);
 }
 
 /// The widest stored element (bytes) of the leaves of an expression node (0 without leaves):
