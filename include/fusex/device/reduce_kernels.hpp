@@ -75,16 +75,26 @@ __device__ FUSEX_FORCEINLINE T shfl_xor(const T& v, int mask) {
   return r;
 }
 
-/// Reduces `v` over each group of `tpr` consecutive threads (tpr a power of two);
+/// Broadcasts lane `src`'s value to the whole warp, 32 bits at a time.
+template <class T>
+__device__ FUSEX_FORCEINLINE T shfl_index(const T& v, int src) {
+  constexpr int words = (static_cast<int>(sizeof(T)) + 3) / 4;
+  unsigned w[words] = {};
+  memcpy(w, &v, sizeof(T));
+  FUSEX_UNROLL
+  for (int i = 0; i < words; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
+  T r;
+  memcpy(&r, w, sizeof(T));
+  return r;
+}
+
+/// Reduces `v` over each group of `tpr` consecutive threads (tpr a power of two, at most 1024);
 /// every thread of the group gets the result (below 32, groups share a warp and shuffle only
-/// among themselves). Fixed combination order: deterministic. All threads of the block must call
-/// it. `scratch` holds one Acc per warp. (cub::BlockReduce needs the block size at compile time;
-/// groups here are sized at run time.)
-/// The warp stage is a butterfly of shuffles (a balanced tree: partial results of equal size
-/// meet, so Welford's combine skips its division); the block stage combines the group's per-warp
-/// results from shared memory in warp order, in registers: one combine for a 64-thread row (short
-/// rows are latency-bound), and no array of partials to keep beside a cached row (a tree there
-/// measured more registers: 48 -> 64 for the fp32 softmax).
+/// among themselves). Fixed combination order: deterministic. All
+/// threads of the block must call it. `scratch` holds one Acc per warp. (cub::BlockReduce needs
+/// the block size at compile time; groups here are sized at run time.)
+/// Both stages are balanced trees of shuffles: partial results of equal size meet (Welford's
+/// combine skips its division then) and the dependent chain is log2(tpr) combines long.
 template <class Acc, class Combine>
 __device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int tpr, Acc* scratch) {
   FUSEX_UNROLL
@@ -96,10 +106,12 @@ __device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
+  // Every warp reduces its group's per-warp results: lane i holds warp i's (lanes past the
+  // group's warp count only pair with each other, their values are never used).
   const int wpr = tpr / 32, first = (warp / wpr) * wpr;
-  Acc r = scratch[first];
-  for (int i = 1; i < wpr; ++i) r = combine(r, scratch[first + i]);
-  return r;
+  Acc r = scratch[first + (lane < wpr ? lane : 0)];
+  for (int o = wpr / 2; o > 0; o >>= 1) r = combine(r, shfl_xor(r, o));
+  return shfl_index(r, 0);
 }
 
 inline constexpr int reduce_scratch_bytes = 32 * 32;  // one accumulator (<= 32 bytes) per warp

@@ -217,15 +217,15 @@ struct variance {
     using C = detail::float_acc<float_of_t<T>>;
     return {C(1), static_cast<C>(x), C(0)};
   }
-  /// Without divergent regions in the warp reductions: the weight of b is exactly 1/2 for
-  /// equal counts (the common case in a balanced reduction tree), 0 or 1 when a side is empty
-  /// (an empty side has count 0 and mean 0, so the weights give the other side back exactly),
-  /// and only otherwise a division.
+  /// Branch-free (no divergent region in the warp and block reductions): empty sides need no
+  /// test (an empty side has count 0 and mean 0, so the weights give the other side back
+  /// exactly), and equal counts, the common case in a balanced reduction tree, skip the
+  /// division (b.count / n is exactly 1/2 then).
   template <class T> FUSEX_HD acc<T> combine(acc<T> a, acc<T> b) const {
     using C = detail::float_acc<float_of_t<T>>;
     const C n = a.count + b.count;
     const C delta = b.mean - a.mean;
-    const C wb = a.count == b.count ? C(0.5) : b.count == C(0) ? C(0) : a.count == C(0) ? C(1) : b.count / n;
+    const C wb = a.count == b.count ? C(0.5) : b.count / n;
     const C mean = a.mean + delta * wb;
     // delta * delta * a.count * wb is 0 when a side is empty, unless delta is infinite (an
     // infinite mean makes the variance NaN in finish whatever m2 holds).
