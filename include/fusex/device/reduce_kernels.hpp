@@ -62,30 +62,28 @@ FUSEX_HD FUSEX_FORCEINLINE void decode(Index i, int lo, int hi, const fast_divmo
 }
 
 #if defined(__CUDACC__)
-/// Exchanges any trivially copyable value across a warp, 32 bits at a time.
-template <class T>
-__device__ FUSEX_FORCEINLINE T shfl_xor(const T& v, int mask) {
+/// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one
+/// __shfl*_sync of a 32-bit word.
+template <class T, class Shuffle>
+__device__ FUSEX_FORCEINLINE T shfl_words(const T& v, const Shuffle& shuffle) {
   constexpr int words = (static_cast<int>(sizeof(T)) + 3) / 4;
   unsigned w[words] = {};
   memcpy(w, &v, sizeof(T));
   FUSEX_UNROLL
-  for (int i = 0; i < words; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], mask);
+  for (int i = 0; i < words; ++i) w[i] = shuffle(w[i]);
   T r;
   memcpy(&r, w, sizeof(T));
   return r;
 }
-
-/// Broadcasts lane `src`'s value to the whole warp, 32 bits at a time.
+/// The value of the lane `mask` away (butterfly).
+template <class T>
+__device__ FUSEX_FORCEINLINE T shfl_xor(const T& v, int mask) {
+  return shfl_words(v, [mask](unsigned x) { return __shfl_xor_sync(0xffffffffu, x, mask); });
+}
+/// Broadcasts lane `src`'s value to the whole warp.
 template <class T>
 __device__ FUSEX_FORCEINLINE T shfl_index(const T& v, int src) {
-  constexpr int words = (static_cast<int>(sizeof(T)) + 3) / 4;
-  unsigned w[words] = {};
-  memcpy(w, &v, sizeof(T));
-  FUSEX_UNROLL
-  for (int i = 0; i < words; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
-  T r;
-  memcpy(&r, w, sizeof(T));
-  return r;
+  return shfl_words(v, [src](unsigned x) { return __shfl_sync(0xffffffffu, x, src); });
 }
 
 /// Reduces `v` over each group of `tpr` consecutive threads (tpr a power of two, at most 1024);
@@ -146,21 +144,20 @@ __device__ FUSEX_FORCEINLINE typename Op::template acc<T> lift_vec(const Op& op,
   }
 }
 
-// Folds elements j * W .. j * W + W - 1 of the row into one reduction's accumulator.
-template <int W, class Index, class R, class Acc, class Ctx>
-__device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
-  using T = typename R::input_type;
-  const auto v = r.child.template load<W>(c, ctx);
-  acc = r.op.template combine<T>(acc, lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W));
-}
-
-// The accumulator of elements j * W .. j * W + W - 1 alone (the cached path: each chunk's
-// accumulator starts from them, with no combine against the identity).
+// The accumulator of elements j * W .. j * W + W - 1 of the row alone (the cached path: each
+// chunk's accumulator starts from it, with no combine against the identity).
 template <int W, class Index, class R, class Acc, class Ctx>
 __device__ FUSEX_FORCEINLINE void row_lift(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
   using T = typename R::input_type;
   const auto v = r.child.template load<W>(c, ctx);
   acc = lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W);
+}
+// Folds those elements into one reduction's running accumulator.
+template <int W, class Index, class R, class Acc, class Ctx>
+__device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
+  Acc part;
+  row_lift<W>(r, part, c, j, ctx);
+  acc = r.op.template combine<typename R::input_type>(acc, part);
 }
 
 // Combines one reduction's accumulator over the group and publishes the result in its slot.
