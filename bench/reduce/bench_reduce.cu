@@ -62,40 +62,47 @@ void bm_copy(benchmark::State& state) {
 }
 double copy_for(std::int64_t bytes) { return copy_bw().count(bytes) ? copy_bw()[bytes] : 0; }
 
-enum which { softmax_k, layer_norm_k, rms_norm_k };
+enum which { softmax_k, layer_norm_k, rms_norm_k, layer_norm_residual_k };
 
 template <class T, which W>
 void bm_rows(benchmark::State& state) {
   const std::int64_t rows = state.range(0), cols = state.range(1);
   // range(2): the row kernel's register cache on (1), on with the L1 prefetch of the epilogue's
-  // leaves read from memory (2), on with few rows spread over more blocks (3), or off (0: each
-  // pass re-reads the row), to compare the strategies in one run.
-  fusex::detail::row_tuning_state().cache = state.range(2) != 0;
-  fusex::detail::row_tuning_state().prefetch = state.range(2) == 2;
-  fusex::detail::row_tuning_state().spread_small = state.range(2) == 3;
+  // leaves read from memory (2), on with few rows spread over more blocks (3), on without the
+  // static path (4: roles tested at run time), or off (0: each pass re-reads the row), to
+  // compare the strategies in one run.
+  auto& tuning = fusex::detail::row_tuning_state();
+  tuning.cache = state.range(2) != 0;
+  tuning.prefetch = state.range(2) == 2;
+  tuning.spread_small = state.range(2) == 3;
+  tuning.static_path = state.range(2) != 4;
   device_buffer<T> x(rows * cols), y(rows * cols), g(cols, 0.5f, 1.5f), b(cols, -0.5f, 0.5f);
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
   auto gv = fusex::make_view(g.p, {cols});
   auto bv = fusex::make_view(b.p, {cols});
   double bytes = 2.0 * double(rows * cols * sizeof(T));
-  if (W != softmax_k) bytes += double(cols * sizeof(T)) * (W == layer_norm_k ? 2 : 1);
+  if (W != softmax_k) bytes += double(cols * sizeof(T)) * (W == rms_norm_k ? 1 : 2);
+  // layer_norm(x + residual): the residual is read too.
+  device_buffer<T> r(W == layer_norm_residual_k ? rows * cols : 1);
+  auto rv = fusex::make_view(r.p, {W == layer_norm_residual_k ? rows : 1, W == layer_norm_residual_k ? cols : 1});
+  if (W == layer_norm_residual_k) bytes += double(rows * cols * sizeof(T));
   const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
     if constexpr (W == softmax_k) fusex::eval(yv, fusex::softmax(xv), bench_stream());
     else if constexpr (W == layer_norm_k) fusex::eval(yv, fusex::layer_norm(xv, gv, bv), bench_stream());
+    else if constexpr (W == layer_norm_residual_k) fusex::eval(yv, fusex::layer_norm(xv + rv, gv, bv), bench_stream());
     else fusex::eval(yv, fusex::rms_norm(xv, gv), bench_stream());
   });
   fusex_bench::report_bandwidth(state, bytes, secs, copy_for(rows * cols * std::int64_t(sizeof(T))));
-  fusex::detail::row_tuning_state().cache = true;
-  fusex::detail::row_tuning_state().prefetch = false;
-  fusex::detail::row_tuning_state().spread_small = false;
+  tuning = fusex::detail::row_tuning{};
 }
 
 // Short rows as a model's step has them ([16, 256]: latency-bound kernels), 100 launches of
 // layer_norm (or rms_norm) replayed from a CUDA graph, so the time is the kernels' and not the
 // host's: us_per_kernel. range(0): 0 layer_norm, 1 rms_norm; range(1): the row kernel's variant,
 // 0 default (one vector per thread at this size), 1 with the L1 prefetch, 2 few rows spread one
-// per block, 3 four vectors per thread (fewer threads per row: the default before 0e978e5).
+// per block, 3 four vectors per thread (fewer threads per row: the default before 0e978e5), 4
+// without the static path.
 void bm_rows_graph(benchmark::State& state) {
   constexpr std::int64_t rows = 16, cols = 256;
   constexpr int kernels = 100;
@@ -105,6 +112,7 @@ void bm_rows_graph(benchmark::State& state) {
   tuning.prefetch = variant == 1;
   tuning.spread_small = variant == 2;
   tuning.vectors_per_thread = variant == 3 ? 4 : 0;
+  tuning.static_path = variant != 4;
   device_buffer<float> a(rows * cols), b(rows * cols), g(cols, 0.5f, 1.5f), be(cols, -0.5f, 0.5f);
   auto av = fusex::make_view(a.p, {rows, cols});
   auto bv = fusex::make_view(b.p, {rows, cols});
@@ -121,9 +129,7 @@ void bm_rows_graph(benchmark::State& state) {
   }
   FUSEX_CUDA_CHECK(cudaStreamEndCapture(bench_stream(), &graph));
   FUSEX_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  tuning.prefetch = false;
-  tuning.spread_small = false;
-  tuning.vectors_per_thread = 0;
+  tuning = fusex::detail::row_tuning{};
   const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
     FUSEX_CUDA_CHECK(cudaGraphLaunch(exec, bench_stream()));
   });
@@ -170,13 +176,14 @@ void bm_full_sum_cub(benchmark::State& state) {
 
 BENCHMARK(bm_copy)->Arg(16384LL * 4096 * 4)->Arg(16384LL * 4096 * 2)->Arg(65536LL * 128 * 4)->Arg(64LL * (1 << 20) * 4)->Arg(16LL * 256 * 4)
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({65536, 128, 1})->Args({65536, 128, 0})->Args({64, 1 << 20, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows_graph)->ArgNames({"rms", "variant"})->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({65536, 128, 1})->Args({65536, 128, 4})->Args({65536, 128, 0})->Args({64, 1 << 20, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, layer_norm_residual_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows_graph)->ArgNames({"rms", "variant"})->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_column_sum)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_cub)->UseManualTime()->Unit(benchmark::kMicrosecond);

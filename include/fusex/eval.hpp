@@ -311,6 +311,10 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
                              (R.prefetched_leaves > 0
                                   ? ", " + std::to_string(R.prefetched_leaves) + " prefetched into L1 at the load"
                                   : std::string()) +
+                             (row_static_path(R, ro.ops.data(), static_cast<int>(ro.ops.size()),
+                                              predicted_cache_modes<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value)
+                                  ? "; static path: roles and strides known at compile time"
+                                  : "; roles tested at run time") +
                              ")"
                        : std::string()) +
              (R.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n");

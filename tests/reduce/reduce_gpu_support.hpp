@@ -259,6 +259,25 @@ void composites() {
                          ref_layer_norm(s, out, 1e-5);
                          for (std::size_t i = 0; i < x.size(); ++i) out[i] = out[i] * g[i] + b[i];
                        }, tol * 8);
+    // Without the residual: the forms the static path runs (the roles the structure predicts).
+    check_composite<T>("softmax(x) * gamma", rows, cols, [](auto x, auto, auto g, auto) { return fusex::softmax(x) * g; },
+                       [](auto& x, auto&, auto& g, auto&, auto& out) {
+                         ref_softmax(x, out);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] *= g[i];
+                       }, tol);
+    check_composite<T>("layer_norm(x) * gamma + beta", rows, cols,
+                       [](auto x, auto, auto g, auto b) { return fusex::layer_norm(x, g, b); },
+                       [](auto& x, auto&, auto& g, auto& b, auto& out) {
+                         ref_layer_norm(x, out, 1e-5);
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = out[i] * g[i] + b[i];
+                       }, tol * 8);
+    check_composite<T>("rms_norm(x) * gamma", rows, cols, [](auto x, auto, auto g, auto) { return fusex::rms_norm(x, g); },
+                       [](auto& x, auto&, auto& g, auto&, auto& out) {
+                         double ms = 0;
+                         for (std::size_t i = 0; i < x.size(); ++i) ms += x[i] * x[i];
+                         ms /= double(x.size());
+                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i] / std::sqrt(ms + 1e-6) * g[i];
+                       }, tol * 4);
     check_composite<T>("rms_norm(x + residual) * gamma", rows, cols,
                        [](auto x, auto r, auto g, auto) { return fusex::rms_norm(x + r, g); },
                        [](auto& x, auto& r, auto& g, auto&, auto& out) {

@@ -151,6 +151,46 @@ TEST_CASE("gpu: reductions are deterministic (bit-identical runs)", "[gpu][reduc
   CHECK(std::memcmp(ht1.data(), ht2.data(), 4) == 0);
 }
 
+// The static path (roles and unit strides as compile-time facts) and the generic cached path
+// (roles tested at run time) compute the same operations in the same order: their results are
+// bit-identical, at every group size the planner picks.
+TEST_CASE("gpu: the row kernel's static path matches the generic path bit for bit", "[gpu][reduce]") {
+  for (std::int64_t cols : {4, 128, 1000, 4096}) {
+    const std::int64_t rows = 37;
+    INFO("[" << rows << ", " << cols << "]");
+    device_array<float> x(rows * cols), g(cols), b(cols), a(rows * cols), c(rows * cols);
+    x.upload(random_values<float>(rows * cols, -3, 3, 61));
+    g.upload(random_values<float>(cols, 0.5, 1.5, 62));
+    b.upload(random_values<float>(cols, -0.5, 0.5, 63));
+    stream_guard sg;
+    const auto xv = fusex::make_view(x.data(), {rows, cols});
+    const auto gv = fusex::make_view(g.data(), {cols});
+    const auto bv = fusex::make_view(b.data(), {cols});
+    const auto av = fusex::make_view(a.data(), {rows, cols});
+    const auto cv = fusex::make_view(c.data(), {rows, cols});
+    auto both = [&](const char* name, const auto& e) {
+      INFO(name);
+      const std::string plan = fusex::explain(av, e);
+      INFO(plan);
+      CHECK(plan.find("static path") != std::string::npos);
+      a.poison();
+      c.poison();
+      fusex::eval(av, e, sg.s);
+      {
+        const scoped_setting<bool> generic(fusex::detail::row_tuning_state().static_path, false);
+        CHECK(fusex::explain(cv, e).find("roles tested at run time") != std::string::npos);
+        fusex::eval(cv, e, sg.s);
+      }
+      FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+      const auto ha = a.download(), hc = c.download();
+      CHECK(std::memcmp(ha.data(), hc.data(), ha.size() * sizeof(float)) == 0);
+    };
+    both("softmax", fusex::softmax(xv));
+    both("layer_norm", fusex::layer_norm(xv, gv, bv));
+    both("rms_norm", fusex::rms_norm(xv, gv));
+  }
+}
+
 namespace {
 __global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)

@@ -575,7 +575,7 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     // x + residual is written three times: x owns the float32 registers (first of the tie), its
     // three occurrences read them; residual, weight and bias read memory.
     CHECK(contains(plan, "3 of 8 leaves answered from registers"));
-    CHECK(contains(plan, "3 of 8 leaves answered from registers)"));  // no prefetch by default
+    CHECK(contains(plan, "3 of 8 leaves answered from registers;"));  // no prefetch by default
     // With the prefetch switch, the epilogue's leaves that read memory (residual in x +
     // residual, weight, bias) have their lines requested at the load; residual's two occurrences
     // in the reductions do not (the pass reads them right after the load).
@@ -585,6 +585,46 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
       with = fusex::explain(ov, fusex::layer_norm(xv + rv, gv, bv));
     }
     CHECK(contains(with, "3 of 8 leaves answered from registers, 3 prefetched into L1 at the load"));
+    // residual is another operand of x's type inside the reductions: the roles the expression's
+    // structure predicts (all float32 leaves in reductions one operand) do not hold.
+    CHECK(contains(plan, "roles tested at run time"));
+  }
+  {
+    // The common forms: the planner's roles for the real operands are the ones the structure
+    // predicts, so the kernel's roles are compile-time constants.
+    for (const std::string& plan : {fusex::explain(ov, fusex::softmax(xv)), fusex::explain(ov, fusex::log_softmax(xv)),
+                                    fusex::explain(ov, fusex::layer_norm(xv)), fusex::explain(ov, fusex::layer_norm(xv, gv, bv)),
+                                    fusex::explain(ov, fusex::rms_norm(xv, gv)),
+                                    fusex::explain(out_bf.view(s), fusex::cast<fusex::bfloat16>(fusex::layer_norm(xv, gv, bv)))}) {
+      INFO(plan);
+      CHECK(contains(plan, "row kept in registers"));
+      CHECK(contains(plan, "static path: roles and strides known at compile time"));
+    }
+    // The prediction is of the default tuning: with prefetching on, weight and bias change role.
+    const scoped_setting<bool> on(fusex::detail::row_tuning_state().prefetch, true);
+    const std::string plan = fusex::explain(ov, fusex::layer_norm(xv, gv, bv));
+    INFO(plan);
+    CHECK(contains(plan, "2 prefetched into L1 at the load"));
+    CHECK(contains(plan, "roles tested at run time"));
+  }
+  {
+    // The same operand written where the structure predicts another one (x * x outside any
+    // reduction, the second x predicted to be its own operand) is still found and cached; the
+    // roles are then tested at run time.
+    const std::string plan = fusex::explain(ov, xv * xv * fusex::rsqrt(fusex::mean(xv, -1, fusex::keepdim)));
+    INFO(plan);
+    CHECK(contains(plan, "3 of 3 leaves answered from registers"));
+    CHECK(contains(plan, "roles tested at run time"));
+  }
+  {
+    // A per-row value broadcast along the row (column stride 0) keeps the run-time tests.
+    host_array<float> scale(8);
+    const auto sv = scale.cview(fusex::shape_t{8, 1});
+    const std::string plan = fusex::explain(ov, fusex::softmax(xv) * sv);
+    INFO(plan);
+    CHECK(contains(plan, "row kept in registers"));
+    CHECK(contains(plan, "roles tested at run time"));
+    CHECK(contains(fusex::explain(ov, fusex::softmax(xv) * gv), "static path"));
   }
   {
     // Written by hand, softmax nests: the max is needed before the sum of exponentials.

@@ -32,6 +32,9 @@ struct row_params {
   bool cached;         // cols / V <= row_cache_chunks(V) * tpr: the row is kept in registers
   bool full;           // epilogue over whole rows (else one value per row)
   std::uint64_t cache_modes;  // cached path: each leaf's cache role, 2 bits per leaf in visit order
+  // cache_modes == predicted_cache_modes<Expr> and no leaf's column stride is 0: the cached path
+  // with both as compile-time facts (no role or broadcast tests in the kernel)
+  bool static_path;
 };
 
 /// Parameters of the generic reduction kernels. The operand's dimensions are reordered on the host
@@ -286,12 +289,15 @@ __device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, 
 
 /// The cached row: each leaf type's owner operand is loaded once (all loads in flight together),
 /// each nesting level of reductions is one pass over registers, and the epilogue stores from them.
-template <int W, class Index, class Out, class Expr, int... L, int... K>
-__device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p, Index row,
-                                             bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
-                                             std::integer_sequence<int, L...>, std::integer_sequence<int, K...> chunks) {
+/// `modes`: the leaves' roles (a compile-time constant after inlining on the static path, where
+/// Dense also says that no leaf broadcasts along the row).
+template <int W, bool Dense, class Index, class Out, class Expr, int... L, int... K>
+__device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p,
+                                             std::uint64_t modes, Index row, bool active, int lane, std::uint64_t* slots,
+                                             unsigned char* scratch, std::integer_sequence<int, L...>,
+                                             std::integer_sequence<int, K...> chunks) {
   int next_leaf = 0;
-  const auto ce = make_cached<W, sizeof...(K), Index>(expr, p.cache_modes, next_leaf);
+  const auto ce = make_cached<W, sizeof...(K), Dense, Index>(expr, modes, next_leaf);
   row_cache_set<W, sizeof...(K), leaf_types_t<Expr>> set;
   (cached_fill<W, K>(ce, p, row, active, lane, set), ...);
   (cached_level_pass<W, L>(ce, p, row, active, lane, slots, scratch, set, chunks), ...);
@@ -331,10 +337,21 @@ __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const
   }
 }
 
+/// Whether the cached path exists for this kernel: vectorised, 32-bit indices (a 64-bit plan is a
+/// tensor of 2^31 elements or more and re-reads its rows; not instantiating the cached path there
+/// keeps compile time down), and the leaves' vectors fit the register budget (as the planner
+/// decides).
+template <class Index, int V, class Expr>
+inline constexpr bool row_cache_possible =
+    V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;
+
 /// One group of p.tpr threads per row: a pass over the row per nesting level of reductions
 /// (innermost first, so a reduction may use those inside it), then the epilogue over the row (or
 /// one value per row).
-template <class Index, int V, class Out, class Expr>
+/// `Static`: the kernel of the static path (row_params::static_path), the cached row alone with
+/// the leaves' roles and unit strides as compile-time facts. A kernel of its own, not a branch of
+/// the other: registers are allocated per kernel, and the generic paths need more.
+template <class Index, int V, bool Static, class Out, class Expr>
 __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<Index> p, const Out out, const Expr expr) {
   pdl_begin();
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
@@ -344,32 +361,37 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
   std::uint64_t* slots = row_slots + group * p.n_slots;
   const row_context ctx{slots};
   using levels = std::make_integer_sequence<int, reduction_depth<Expr>::value>;
+  using chunks = std::make_integer_sequence<int, row_cache_chunks(V)>;
   for (Index row0 = static_cast<Index>(blockIdx.x) * p.rows_per_block; row0 < p.rows;
        row0 += static_cast<Index>(gridDim.x) * p.rows_per_block) {
     const Index row = row0 + static_cast<Index>(group);
     const bool active = row < p.rows;
-    if constexpr (V > 1) {
-      // The cached path only for 32-bit plans: a 64-bit plan is a tensor of 2^31 elements or more
-      // and re-reads its rows; not instantiating it there keeps compile time down.
-      // (and only where the leaves' vectors fit the register budget, as the planner decides).
-      if constexpr (sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes) {
+    if constexpr (Static) {
+      static_assert(row_cache_possible<Index, V, Expr>, "fusex: internal: a static row kernel without a cached path");
+      cached_row<V, true>(expr, out, p, predicted_cache_modes<Expr>::value, row, active, lane, slots, scratch, levels{},
+                          chunks{});
+      __syncthreads();
+      continue;
+    } else {
+      if constexpr (row_cache_possible<Index, V, Expr>) {
         if (p.cached) {
-          cached_row<V>(expr, out, p, row, active, lane, slots, scratch, levels{},
-                        std::make_integer_sequence<int, row_cache_chunks(V)>{});
+          cached_row<V, false>(expr, out, p, p.cache_modes, row, active, lane, slots, scratch, levels{}, chunks{});
           __syncthreads();
           continue;
         }
       }
-      if (p.vectorized) {
-        row_passes<V>(expr, p, row, active, lane, ctx, slots, scratch, levels{});
-        if (active) row_epilogue<V>(p, out, expr, row, lane, ctx);
-        __syncthreads();
-        continue;
+      if constexpr (V > 1) {
+        if (p.vectorized) {
+          row_passes<V>(expr, p, row, active, lane, ctx, slots, scratch, levels{});
+          if (active) row_epilogue<V>(p, out, expr, row, lane, ctx);
+          __syncthreads();
+          continue;
+        }
       }
+      row_passes<1>(expr, p, row, active, lane, ctx, slots, scratch, levels{});
+      if (active) row_epilogue<1>(p, out, expr, row, lane, ctx);
+      __syncthreads();  // slots are reused by the next row
     }
-    row_passes<1>(expr, p, row, active, lane, ctx, slots, scratch, levels{});
-    if (active) row_epilogue<1>(p, out, expr, row, lane, ctx);
-    __syncthreads();  // slots are reused by the next row
   }
 }
 

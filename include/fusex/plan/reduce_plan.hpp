@@ -13,6 +13,7 @@
 
 #include <fusex/config.hpp>
 #include <fusex/core/shape.hpp>
+#include <fusex/plan/cache_roles.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
 #include <cstdint>
@@ -68,6 +69,9 @@ struct row_tuning {
   /// the H200 at [16, 256]: 7-13% less time per kernel), else row_cache_chunks (about 16
   /// elements). n > 0: n (at most row_cache_chunks).
   int vectors_per_thread = 0;
+  /// The static path (row_static_path) where it applies; off: the generic cached path, whose
+  /// roles are tested at run time (bench_reduce compares them).
+  bool static_path = true;
 };
 inline row_tuning& row_tuning_state() {
   static row_tuning t;
@@ -103,48 +107,34 @@ struct row_layout {
   int prefetched_leaves = 0;  ///< leaves read from memory whose lines are requested at the fill
 };
 
-/// The cached row keeps one vector set per leaf type. Per type, the operand (data and strides)
-/// written most often in the expression owns it (ties: the first visited); its other occurrences
-/// read the same registers, operands of the same type that differ read memory. Returns the roles
-/// (two bits per leaf, leaves 0..31 in visit order; later leaves read memory) and counts the
-/// leaves answered from registers.
-/// `eligible` (optional, one flag per leaf): leaves that may use the registers at all (a
-/// one-value-per-row epilogue reads its leaves from memory, so only leaves inside reductions
-/// count there).
+/// The register cache's roles for the real operands (see cache_roles): two leaves are the same
+/// operand when their data and strides are. `eligible` (optional, one flag per leaf): leaves that
+/// may use the registers at all (a one-value-per-row epilogue reads its leaves from memory, so
+/// only leaves inside reductions count there).
 inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int& cached_leaves,
                                         const bool* eligible = nullptr) {
+  auto usable = [&](int i) {
+    return std::strcmp(leaves[i].dtype, "user type") != 0 && (eligible == nullptr || eligible[i]);
+  };
   auto same_type = [&](int a, int b) {
-    return std::strcmp(leaves[a].dtype, leaves[b].dtype) == 0 && leaves[a].elem_size == leaves[b].elem_size &&
-           std::strcmp(leaves[a].dtype, "user type") != 0 && (eligible == nullptr || (eligible[a] && eligible[b]));
+    return std::strcmp(leaves[a].dtype, leaves[b].dtype) == 0 && leaves[a].elem_size == leaves[b].elem_size;
   };
   auto same_operand = [&](int a, int b) {
     return same_type(a, b) && leaves[a].data == leaves[b].data && leaves[a].s[0] == leaves[b].s[0] &&
            leaves[a].s[1] == leaves[b].s[1];
   };
-  const int m = n < 32 ? n : 32;
-  std::uint64_t modes = 0;
-  cached_leaves = 0;
-  for (int i = 0; i < m; ++i) {
-    bool type_seen = false;
-    for (int j = 0; j < i && !type_seen; ++j) type_seen = same_type(i, j);
-    if (type_seen || std::strcmp(leaves[i].dtype, "user type") == 0 || (eligible != nullptr && !eligible[i])) continue;
-    int owner = -1, best = 0;
-    for (int j = i; j < m; ++j) {
-      if (!same_type(i, j)) continue;
-      int count = 0;
-      for (int t = i; t < m; ++t) count += same_operand(j, t) ? 1 : 0;
-      if (count > best) {
-        best = count;
-        owner = j;
-      }
-    }
-    for (int t = i; t < m; ++t) {
-      if (!same_operand(owner, t)) continue;
-      modes |= std::uint64_t{t == owner ? 2u : 1u} << (2 * t);
-      ++cached_leaves;
-    }
-  }
-  return modes;
+  return cache_roles(n, usable, same_type, same_operand, cached_leaves);
+}
+
+/// The row kernel's static path: the cached row whose leaf roles are `predicted` (what the
+/// expression's structure predicts, predicted_cache_modes) and none of whose leaves (ops[1..n))
+/// broadcasts along the row. The kernel then runs a copy of the cached path with both as
+/// compile-time facts: no per-leaf role or broadcast tests in its hottest code.
+inline bool row_static_path(const row_layout& L, const operand_layout* ops, int n_ops, std::uint64_t predicted) {
+  if (!row_tuning_state().static_path || !L.cached || L.cache_modes != predicted) return false;
+  for (int i = 1; i < n_ops; ++i)
+    if (ops[i].s[1] == 0) return false;
+  return true;
 }
 
 // One reduction as the planner sees it.

@@ -9,6 +9,7 @@
 #include <fusex/core/view.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/reduce.hpp>
+#include <fusex/plan/cache_roles.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
 #include <cuda/std/tuple>
@@ -75,14 +76,15 @@ struct leaf_eval {
   }
 
   /// V stored elements at c, unconverted (the row kernel's register cache keeps them so: a bf16
-  /// row takes half the registers of its float values).
-  template <int V, int R>
+  /// row takes half the registers of its float values). `Dense`: the caller knows the innermost
+  /// stride is not 0 (no broadcast along the vectorised dimension), so there is nothing to test.
+  template <int V, bool Dense = false, int R>
   FUSEX_HD FUSEX_FORCEINLINE vec<T, V> load_raw(const coord<Index, R>& c) const {
     const Index off = c.offset(stride);
     vec<T, V> r;
     if constexpr (V == 1) {
       r.v[0] = p[off];
-    } else if (inner_stride(c) == 0) {
+    } else if (!Dense && inner_stride(c) == 0) {
 FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = p[off];
     } else {
@@ -104,13 +106,13 @@ FUSEX_UNROLL
 #endif
   }
 
-  template <int V, int R, class Ctx>
+  template <int V, bool Dense = false, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx&) const {
     const Index off = c.offset(stride);
     vec<compute_type, V> r;
     if constexpr (V == 1) {
       r.v[0] = convert<compute_type>(p[off]);
-    } else if (inner_stride(c) == 0) {  // broadcast along the vectorised dimension
+    } else if (!Dense && inner_stride(c) == 0) {  // broadcast along the vectorised dimension
       const compute_type x = convert<compute_type>(p[off]);
 FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = x;
@@ -293,11 +295,6 @@ struct row_cache_set<W, K, type_list<Ts...>> {
   }
 };
 
-/// Cache roles of a leaf (two bits per leaf in visit order, in row_params::cache_modes).
-/// leaf_prefetch reads memory too, but asks for its line into L1 when the owners fill, so that
-/// the epilogue's read after the passes does not wait a second memory round trip.
-enum : int { leaf_uncached = 0, leaf_cache_reader = 1, leaf_cache_owner = 2, leaf_prefetch = 3 };
-
 /// The context of the row kernel's cached path while it works on chunk K of its share of the row:
 /// cached leaves answer from the registers in `set`.
 template <int K, class Set>
@@ -310,7 +307,8 @@ struct cached_row_context : row_context {
 /// of the row into it once (fill); owner and readers then answer from those registers (all
 /// indices are compile-time constants after unrolling, so the arrays live in registers); other
 /// leaves read memory (those marked leaf_prefetch have their line requested at the fill).
-template <class T, class Index, int W, int K>
+/// `Dense`: no leaf of the tree broadcasts along the row (see leaf_eval::load_raw).
+template <class T, class Index, int W, int K, bool Dense>
 struct cached_leaf_eval {
   using value_type = T;
   using compute_type = compute_t<T>;
@@ -321,7 +319,7 @@ struct cached_leaf_eval {
   template <int k, int R, class Set>
   FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c, Set& set) const {
     if (mode == leaf_cache_owner) {
-      const auto raw = leaf.template load_raw<W>(c);
+      const auto raw = leaf.template load_raw<W, Dense>(c);
 FUSEX_UNROLL
       for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = raw.v[l];
     } else if (mode == leaf_prefetch) {
@@ -333,7 +331,7 @@ FUSEX_UNROLL
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
-    if (mode != leaf_cache_owner && mode != leaf_cache_reader) return leaf.template load<V>(c, ctx);
+    if (mode != leaf_cache_owner && mode != leaf_cache_reader) return leaf.template load<V, Dense>(c, ctx);
     const auto& cached = ctx.set->template get<raw_type>().v[Ctx::chunk];
     vec<compute_type, V> r;
 FUSEX_UNROLL
@@ -345,42 +343,43 @@ FUSEX_UNROLL
 /// The cached form of an evaluator tree: leaves become cached_leaf_eval with their role (from
 /// `modes`, leaves numbered in visit order by `next`), the rest is rebuilt around them
 /// (reduction slots kept).
-template <int W, int K, class Index, class T>
-FUSEX_HD FUSEX_FORCEINLINE cached_leaf_eval<T, Index, W, K> make_cached(const leaf_eval<T, Index>& e, std::uint64_t modes,
-                                                                        int& next) {
+template <int W, int K, bool Dense, class Index, class T>
+FUSEX_HD FUSEX_FORCEINLINE cached_leaf_eval<T, Index, W, K, Dense> make_cached(const leaf_eval<T, Index>& e,
+                                                                               std::uint64_t modes, int& next) {
   const int i = next++;
-  return cached_leaf_eval<T, Index, W, K>{e, i < 32 ? static_cast<int>((modes >> (2 * i)) & 3u) : leaf_uncached};
+  return cached_leaf_eval<T, Index, W, K, Dense>{e, i < 32 ? static_cast<int>((modes >> (2 * i)) & 3u) : leaf_uncached};
 }
-template <int W, int K, class Index, class T>
+template <int W, int K, bool Dense, class Index, class T>
 FUSEX_HD FUSEX_FORCEINLINE scalar_eval<T> make_cached(const scalar_eval<T>& e, std::uint64_t, int&) {
   return e;
 }
-template <int W, int K, class Index, class Op, class... C, std::size_t... I>
+template <int W, int K, bool Dense, class Index, class Op, class... C, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::uint64_t modes, int& next,
                                                 std::index_sequence<I...>);
-template <int W, int K, class Index, class Op, class... C>
+template <int W, int K, bool Dense, class Index, class Op, class... C>
 FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const map_eval<Op, C...>& e, std::uint64_t modes, int& next) {
-  return make_cached_map<W, K, Index>(e, modes, next, std::index_sequence_for<C...>{});
+  return make_cached_map<W, K, Dense, Index>(e, modes, next, std::index_sequence_for<C...>{});
 }
-template <int W, int K, class Index, class Op, class C>
+template <int W, int K, bool Dense, class Index, class Op, class C>
 FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const reduce_eval<Op, C>& e, std::uint64_t modes, int& next) {
-  auto child = make_cached<W, K, Index>(e.child, modes, next);
+  auto child = make_cached<W, K, Dense, Index>(e.child, modes, next);
   return reduce_eval<Op, decltype(child)>{e.op, child, e.slot};
 }
-template <int W, int K, class Index, class Op, class... C, std::size_t... I>
+template <int W, int K, bool Dense, class Index, class Op, class... C, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::uint64_t modes, int& next,
                                                 std::index_sequence<I...>) {
-  using result =
-      map_eval<Op, decltype(make_cached<W, K, Index>(cuda::std::get<I>(e.children), modes, std::declval<int&>()))...>;
+  using result = map_eval<Op, decltype(make_cached<W, K, Dense, Index>(cuda::std::get<I>(e.children), modes,
+                                                                       std::declval<int&>()))...>;
   // Braced initialisation: children are numbered left to right, in visit order.
-  return result{e.op, {make_cached<W, K, Index>(cuda::std::get<I>(e.children), modes, next)...}};
+  return result{e.op, {make_cached<W, K, Dense, Index>(cuda::std::get<I>(e.children), modes, next)...}};
 }
 
 /// Loads chunk k of every owner leaf of the tree at coordinate c into `set`.
 template <int k, class Index, int R, class T, class Set>
 FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const scalar_eval<T>&, const coord<Index, R>&, Set&) {}
-template <int k, class Index, int R, class T, int W, int K, class Set>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const cached_leaf_eval<T, Index, W, K>& e, const coord<Index, R>& c, Set& set) {
+template <int k, class Index, int R, class T, int W, int K, bool Dense, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const cached_leaf_eval<T, Index, W, K, Dense>& e, const coord<Index, R>& c,
+                                            Set& set) {
   e.template fill<k>(c, set);
 }
 template <int k, class Index, int R, class Op, class C, class Set>
@@ -398,6 +397,86 @@ template <int k, class Index, int R, class Op, class C, class Set>
 FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set) {
   fill_cached<k>(e.child, c, set);
 }
+
+// --- the roles an expression's structure predicts ----------------------------------------------
+// The planner assigns the roles from the operands' addresses, at run time, and the cached path
+// tests each leaf's role once per chunk: compares and branches in the hottest code. In the common
+// case the roles follow from the expression's shape: every leaf of a type inside the reductions
+// is one operand (softmax's x, layer_norm's x), and so is the first leaf of that type outside them
+// (the x of x - mean(x)); later leaves outside them (a weight, a bias) are other operands. When the
+// planner's roles equal that prediction (and no leaf broadcasts along the row), the kernel runs
+// the cached path with the predicted roles as compile-time constants (row_params::static_path).
+
+struct static_leaf {
+  int type;  // index in leaf_types_t
+  bool usable;  // a fusex dtype (a user type is never cached)
+  bool in_reduction;
+};
+template <int N>
+struct static_leaves {
+  static_leaf v[N > 0 ? N : 1] = {};
+  int n = 0;
+};
+
+/// Leaves of an evaluator tree (scalars are not leaves).
+template <class E>
+struct leaf_count : std::integral_constant<int, 0> {};
+template <class T, class Index>
+struct leaf_count<leaf_eval<T, Index>> : std::integral_constant<int, 1> {};
+template <class Op, class... C>
+struct leaf_count<map_eval<Op, C...>> : std::integral_constant<int, (0 + ... + leaf_count<C>::value)> {};
+template <class Op, class C>
+struct leaf_count<reduce_eval<Op, C>> : leaf_count<C> {};
+
+// The leaves in visit order (the order make_cached numbers them).
+template <class Types, class E>
+struct collect_leaves {
+  template <int N>
+  static constexpr void run(static_leaves<N>&, bool) {}
+};
+template <class... Ts, class T, class Index>
+struct collect_leaves<type_list<Ts...>, leaf_eval<T, Index>> {
+  template <int N>
+  static constexpr void run(static_leaves<N>& l, bool in_reduction) {
+    using R = std::remove_const_t<T>;
+    l.v[l.n++] = static_leaf{static_cast<int>(type_index<R, Ts...>::value), is_dtype_v<R>, in_reduction};
+  }
+};
+template <class Types, class Op, class... C>
+struct collect_leaves<Types, map_eval<Op, C...>> {
+  template <int N>
+  static constexpr void run(static_leaves<N>& l, bool in_reduction) {
+    (collect_leaves<Types, C>::run(l, in_reduction), ...);
+  }
+};
+template <class Types, class Op, class C>
+struct collect_leaves<Types, reduce_eval<Op, C>> {
+  template <int N>
+  static constexpr void run(static_leaves<N>& l, bool) {
+    collect_leaves<Types, C>::run(l, true);
+  }
+};
+
+template <class E>
+constexpr std::uint64_t predict_cache_modes() {
+  constexpr int N = leaf_count<E>::value;
+  static_leaves<N> l{};
+  collect_leaves<leaf_types_t<E>, E>::run(l, false);
+  // The predicted operand of each leaf: 0 for its type's main operand, else one of its own.
+  int operand[N > 0 ? N : 1] = {};
+  for (int i = 0; i < N; ++i) {
+    bool earlier_outside = false;
+    for (int j = 0; j < i; ++j) earlier_outside = earlier_outside || (!l.v[j].in_reduction && l.v[j].type == l.v[i].type);
+    operand[i] = l.v[i].in_reduction || !earlier_outside ? 0 : i + 1;
+  }
+  int cached = 0;
+  return cache_roles(
+      N, [&](int i) { return l.v[i].usable; }, [&](int a, int b) { return l.v[a].type == l.v[b].type; },
+      [&](int a, int b) { return l.v[a].type == l.v[b].type && operand[a] == operand[b]; }, cached);
+}
+/// The cache roles (row_params::cache_modes) the structure of evaluator E predicts.
+template <class E>
+struct predicted_cache_modes : std::integral_constant<std::uint64_t, predict_cache_modes<E>()> {};
 
 /// The widest stored element (bytes) of the leaves of an expression node (0 without leaves):
 /// kernels read 16 / widest elements per vector.
