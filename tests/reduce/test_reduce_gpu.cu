@@ -153,28 +153,35 @@ TEST_CASE("gpu: reductions are deterministic (bit-identical runs)", "[gpu][reduc
 
 // The static path (roles and unit strides as compile-time facts) and the generic cached path
 // (roles tested at run time) compute the same operations in the same order: their results are
-// bit-identical, at every group size the planner picks.
-TEST_CASE("gpu: the row kernel's static path matches the generic path bit for bit", "[gpu][reduce]") {
-  for (std::int64_t cols : {4, 128, 1000, 4096}) {
-    const std::int64_t rows = 37;
-    INFO("[" << rows << ", " << cols << "]");
-    device_array<float> x(rows * cols), g(cols), b(cols), a(rows * cols), c(rows * cols);
-    x.upload(random_values<float>(rows * cols, -3, 3, 61));
-    g.upload(random_values<float>(cols, 0.5, 1.5, 62));
-    b.upload(random_values<float>(cols, -0.5, 0.5, 63));
+// bit-identical. Few rows (one vector per thread), many short rows (groups smaller than a warp,
+// four vectors per thread), four vectors per thread forced, and a one-value-per-row epilogue.
+TEMPLATE_TEST_CASE("gpu: the row kernel's static path matches the generic path bit for bit", "[gpu][reduce]", float, bfloat16) {
+  using T = TestType;
+  struct shape_case {
+    std::int64_t rows, cols;
+    int vectors;
+  };
+  for (const shape_case sc : {shape_case{37, 8, 0}, shape_case{37, 1000, 0}, shape_case{37, 4096, 0}, shape_case{4096, 128, 0},
+                              shape_case{4096, 1024, 0}, shape_case{37, 1000, 4}}) {
+    const std::int64_t rows = sc.rows, cols = sc.cols;
+    INFO("[" << rows << ", " << cols << "] " << fusex::dtype_name<T>() << ", vectors per thread " << sc.vectors);
+    const row_vectors vectors(sc.vectors);
+    device_array<T> x(rows * cols), g(cols), b(cols), a(rows * cols), c(rows * cols);
+    device_array<float> na(rows), nc(rows);
+    x.upload(random_values<T>(rows * cols, -3, 3, 61));
+    g.upload(random_values<T>(cols, 0.5, 1.5, 62));
+    b.upload(random_values<T>(cols, -0.5, 0.5, 63));
     stream_guard sg;
     const auto xv = fusex::make_view(x.data(), {rows, cols});
     const auto gv = fusex::make_view(g.data(), {cols});
     const auto bv = fusex::make_view(b.data(), {cols});
-    const auto av = fusex::make_view(a.data(), {rows, cols});
-    const auto cv = fusex::make_view(c.data(), {rows, cols});
-    auto both = [&](const char* name, const auto& e) {
+    auto both = [&](const char* name, auto& ra, auto& rc, const auto& av, const auto& cv, const auto& e) {
       INFO(name);
       const std::string plan = fusex::explain(av, e);
       INFO(plan);
       CHECK(plan.find("static path") != std::string::npos);
-      a.poison();
-      c.poison();
+      ra.poison();
+      rc.poison();
       fusex::eval(av, e, sg.s);
       {
         const scoped_setting<bool> generic(fusex::detail::row_tuning_state().static_path, false);
@@ -182,12 +189,16 @@ TEST_CASE("gpu: the row kernel's static path matches the generic path bit for bi
         fusex::eval(cv, e, sg.s);
       }
       FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
-      const auto ha = a.download(), hc = c.download();
-      CHECK(std::memcmp(ha.data(), hc.data(), ha.size() * sizeof(float)) == 0);
+      const auto ha = ra.download(), hc = rc.download();
+      CHECK(std::memcmp(ha.data(), hc.data(), ha.size() * sizeof(ha[0])) == 0);
     };
-    both("softmax", fusex::softmax(xv));
-    both("layer_norm", fusex::layer_norm(xv, gv, bv));
-    both("rms_norm", fusex::rms_norm(xv, gv));
+    const auto av = fusex::make_view(a.data(), {rows, cols});
+    const auto cv = fusex::make_view(c.data(), {rows, cols});
+    both("softmax", a, c, av, cv, fusex::softmax(xv));
+    both("layer_norm", a, c, av, cv, fusex::layer_norm(xv, gv, bv));
+    both("rms_norm", a, c, av, cv, fusex::rms_norm(xv, gv));
+    both("L2 norm per row", na, nc, fusex::make_view(na.data(), {rows}), fusex::make_view(nc.data(), {rows}),
+         fusex::sqrt(fusex::cast<float>(fusex::sum(xv * xv, -1))));
   }
 }
 

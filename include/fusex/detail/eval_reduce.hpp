@@ -458,17 +458,17 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   const auto out = make_out_evaluator<Index>(dst, ops[0]);
   leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
   const auto ev = make_evaluator(expr, src);
-  p.static_path = p.cached && row_static_path(L, ops.data(), static_cast<int>(N),
-                                              predicted_cache_modes<std::decay_t<decltype(ev)>>::value);
-  // (p.cached implies row_cache_possible: the planner applies the same register budget.)
   std::int64_t blocks = (L.rows + p.rows_per_block - 1) / p.rows_per_block;
   if (blocks > (std::int64_t{1} << 30)) blocks = std::int64_t{1} << 30;
   const std::size_t smem = static_cast<std::size_t>(p.rows_per_block) * E::reduce_count * sizeof(std::uint64_t);
   const unsigned block = static_cast<unsigned>(p.rows_per_block * p.tpr);
   using Out = std::decay_t<decltype(out)>;
   using Ev = std::decay_t<decltype(ev)>;
+  // The planner's register budget is the kernel's (one vector set per distinct leaf type): a
+  // cached plan always has the cached path compiled.
+  if (p.cached && !row_cache_possible<Index, V, Ev>) throw error("fusex: internal: a cached row plan without a cached kernel");
   if constexpr (row_cache_possible<Index, V, Ev>) {
-    if (p.static_path) {
+    if (p.cached && row_static_path(L, ops.data(), static_cast<int>(N), predicted_cache_modes<Ev>::value)) {
       launch_kernel("row_kernel (static path)", &row_kernel<Index, V, true, Out, Ev>, dim3(static_cast<unsigned>(blocks)),
                     dim3(block), smem, stream, dev, p, out, ev);
       return;

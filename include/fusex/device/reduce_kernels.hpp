@@ -32,9 +32,6 @@ struct row_params {
   bool cached;         // cols / V <= row_cache_chunks(V) * tpr: the row is kept in registers
   bool full;           // epilogue over whole rows (else one value per row)
   std::uint64_t cache_modes;  // cached path: each leaf's cache role, 2 bits per leaf in visit order
-  // cache_modes == predicted_cache_modes<Expr> and no leaf's column stride is 0: the cached path
-  // with both as compile-time facts (no role or broadcast tests in the kernel)
-  bool static_path;
 };
 
 /// Parameters of the generic reduction kernels. The operand's dimensions are reordered on the host
@@ -63,6 +60,14 @@ FUSEX_HD FUSEX_FORCEINLINE void decode(Index i, int lo, int hi, const fast_divmo
     }
   }
 }
+
+/// Whether the cached path exists for this kernel: vectorised, 32-bit indices (a 64-bit plan is a
+/// tensor of 2^31 elements or more and re-reads its rows; not instantiating the cached path there
+/// keeps compile time down), and the leaves' vectors fit the register budget (as the planner
+/// decides).
+template <class Index, int V, class Expr>
+inline constexpr bool row_cache_possible =
+    V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;
 
 #if defined(__CUDACC__)
 /// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one
@@ -337,18 +342,10 @@ __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const
   }
 }
 
-/// Whether the cached path exists for this kernel: vectorised, 32-bit indices (a 64-bit plan is a
-/// tensor of 2^31 elements or more and re-reads its rows; not instantiating the cached path there
-/// keeps compile time down), and the leaves' vectors fit the register budget (as the planner
-/// decides).
-template <class Index, int V, class Expr>
-inline constexpr bool row_cache_possible =
-    V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;
-
 /// One group of p.tpr threads per row: a pass over the row per nesting level of reductions
 /// (innermost first, so a reduction may use those inside it), then the epilogue over the row (or
 /// one value per row).
-/// `Static`: the kernel of the static path (row_params::static_path), the cached row alone with
+/// `Static`: the kernel of the static path (row_static_path), the cached row alone with
 /// the leaves' roles and unit strides as compile-time facts. A kernel of its own, not a branch of
 /// the other: registers are allocated per kernel, and the generic paths need more.
 template <class Index, int V, bool Static, class Out, class Expr>
@@ -359,7 +356,6 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
   const int group = static_cast<int>(threadIdx.x) / p.tpr;
   const int lane = static_cast<int>(threadIdx.x) % p.tpr;
   std::uint64_t* slots = row_slots + group * p.n_slots;
-  const row_context ctx{slots};
   using levels = std::make_integer_sequence<int, reduction_depth<Expr>::value>;
   using chunks = std::make_integer_sequence<int, row_cache_chunks(V)>;
   for (Index row0 = static_cast<Index>(blockIdx.x) * p.rows_per_block; row0 < p.rows;
@@ -373,6 +369,7 @@ __global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<I
       __syncthreads();
       continue;
     } else {
+      const row_context ctx{slots};
       if constexpr (row_cache_possible<Index, V, Expr>) {
         if (p.cached) {
           cached_row<V, false>(expr, out, p, p.cache_modes, row, active, lane, slots, scratch, levels{}, chunks{});

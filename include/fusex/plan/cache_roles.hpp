@@ -43,7 +43,7 @@ constexpr std::uint64_t cache_roles(int n, const Usable& usable, const SameType&
     }
     for (int t = i; t < m; ++t) {
       if (!usable(t) || !same_operand(owner, t)) continue;
-      modes |= std::uint64_t{t == owner ? 2u : 1u} << (2 * t);
+      modes |= static_cast<std::uint64_t>(t == owner ? leaf_cache_owner : leaf_cache_reader) << (2 * t);
       ++cached_leaves;
     }
   }

@@ -420,13 +420,13 @@ struct static_leaves {
 
 /// Leaves of an evaluator tree (scalars are not leaves).
 template <class E>
-struct leaf_count : std::integral_constant<int, 0> {};
+struct eval_leaf_count : std::integral_constant<int, 0> {};
 template <class T, class Index>
-struct leaf_count<leaf_eval<T, Index>> : std::integral_constant<int, 1> {};
+struct eval_leaf_count<leaf_eval<T, Index>> : std::integral_constant<int, 1> {};
 template <class Op, class... C>
-struct leaf_count<map_eval<Op, C...>> : std::integral_constant<int, (0 + ... + leaf_count<C>::value)> {};
+struct eval_leaf_count<map_eval<Op, C...>> : std::integral_constant<int, (0 + ... + eval_leaf_count<C>::value)> {};
 template <class Op, class C>
-struct leaf_count<reduce_eval<Op, C>> : leaf_count<C> {};
+struct eval_leaf_count<reduce_eval<Op, C>> : eval_leaf_count<C> {};
 
 // The leaves in visit order (the order make_cached numbers them).
 template <class Types, class E>
@@ -459,14 +459,14 @@ struct collect_leaves<Types, reduce_eval<Op, C>> {
 
 template <class E>
 constexpr std::uint64_t predict_cache_modes() {
-  constexpr int N = leaf_count<E>::value;
+  constexpr int N = eval_leaf_count<E>::value;
   static_leaves<N> l{};
   collect_leaves<leaf_types_t<E>, E>::run(l, false);
   // The predicted operand of each leaf: 0 for its type's main operand, else one of its own.
   int operand[N > 0 ? N : 1] = {};
   for (int i = 0; i < N; ++i) {
     bool earlier_outside = false;
-    for (int j = 0; j < i; ++j) earlier_outside = earlier_outside || (!l.v[j].in_reduction && l.v[j].type == l.v[i].type);
+    for (int j = 0; j < i && !earlier_outside; ++j) earlier_outside = !l.v[j].in_reduction && l.v[j].type == l.v[i].type;
     operand[i] = l.v[i].in_reduction || !earlier_outside ? 0 : i + 1;
   }
   int cached = 0;
