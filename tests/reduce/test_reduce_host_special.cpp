@@ -608,12 +608,19 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     CHECK(contains(plan, "roles tested at run time"));
   }
   {
-    // The same operand written where the structure predicts another one (x * x outside any
-    // reduction, the second x predicted to be its own operand) is still found and cached; the
-    // roles are then tested at run time.
-    const std::string plan = fusex::explain(ov, xv * xv * fusex::rsqrt(fusex::mean(xv, -1, fusex::keepdim)));
+    // Leaves outside the reductions written before them are predicted to be the reduced operand
+    // (x + f(layer_norm(x)), as the tour's chain writes it)...
+    const std::string plan = fusex::explain(ov, xv + fusex::gelu(fusex::layer_norm(xv, gv, bv)) * 0.5f);
     INFO(plan);
-    CHECK(contains(plan, "3 of 3 leaves answered from registers"));
+    CHECK(contains(plan, "4 of 6 leaves answered from registers"));
+    CHECK(contains(plan, "static path"));
+  }
+  {
+    // ... and those after them another operand: the same operand written there is still found
+    // and cached, with the roles tested at run time.
+    const std::string plan = fusex::explain(ov, fusex::mean(xv, -1, fusex::keepdim) * xv);
+    INFO(plan);
+    CHECK(contains(plan, "2 of 2 leaves answered from registers"));
     CHECK(contains(plan, "roles tested at run time"));
   }
   {

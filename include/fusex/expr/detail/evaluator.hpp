@@ -402,8 +402,10 @@ FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const c
 // The planner assigns the roles from the operands' addresses, at run time, and the cached path
 // tests each leaf's role once per chunk: compares and branches in the hottest code. In the common
 // case the roles follow from the expression's shape: every leaf of a type inside the reductions
-// is one operand (softmax's x, layer_norm's x), and so is the first leaf of that type outside them
-// (the x of x - mean(x)); later leaves outside them (a weight, a bias) are other operands. When the
+// is one operand (softmax's x, layer_norm's x), and so is every leaf of that type outside them
+// that comes before one inside them in visit order (the x of x - mean(x), the residual x of
+// x + f(layer_norm(x))); leaves after the last one inside them (a weight, a bias: expressions
+// write them after the normalisation) are other operands. When the
 // planner's roles equal that prediction (and no leaf broadcasts along the row), the kernel runs
 // the cached path with the predicted roles as compile-time constants (row_params::static_path).
 
@@ -465,9 +467,9 @@ constexpr std::uint64_t predict_cache_modes() {
   // The predicted operand of each leaf: 0 for its type's main operand, else one of its own.
   int operand[N > 0 ? N : 1] = {};
   for (int i = 0; i < N; ++i) {
-    bool earlier_outside = false;
-    for (int j = 0; j < i && !earlier_outside; ++j) earlier_outside = !l.v[j].in_reduction && l.v[j].type == l.v[i].type;
-    operand[i] = l.v[i].in_reduction || !earlier_outside ? 0 : i + 1;
+    bool reduced_later = false;
+    for (int j = i + 1; j < N && !reduced_later; ++j) reduced_later = l.v[j].in_reduction && l.v[j].type == l.v[i].type;
+    operand[i] = l.v[i].in_reduction || reduced_later ? 0 : i + 1;
   }
   int cached = 0;
   return cache_roles(
