@@ -1,9 +1,13 @@
 // Error catalogue, host part (docs/reliability.md): for each bad input, the exception type and
 // that the message names the culprit.
 #include <fusex/fusex.hpp>
+#include <fusex/memory/pinned.hpp>
 
 #include "fusex_catch.hpp"
 
+#include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -20,6 +24,25 @@ std::string message_of(F&& f) {
   return {};
 }
 bool has(const std::string& m, const std::string& part) { return m.find(part) != std::string::npos; }
+
+// e + v + v + ... (n more leaves v): an expression of as many operands as one wants.
+template <int N, class E, class V>
+auto add_leaves(const E& e, const V& v) {
+  if constexpr (N == 0) {
+    return e;
+  } else {
+    return add_leaves<N - 1>(e + v, v);
+  }
+}
+
+cudaError_t returns(cudaError_t code) { return code; }
+
+// A resource without record_stream (the tests never get memory from it).
+struct plain_resource {
+  void* allocate_async(std::size_t, std::size_t, cudaStream_t) { return nullptr; }
+  void deallocate_async(void*, std::size_t, std::size_t, cudaStream_t) {}
+};
+cudaStream_t some_stream() { return reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1230}); }
 }  // namespace
 
 TEST_CASE("errors: shapes that do not broadcast name both shapes", "[errors]") {
@@ -166,4 +189,147 @@ TEST_CASE("errors: every fusex exception is caught as std::exception (bad_alloc 
     caught = std::string(e.what()).find("64 bytes") != std::string::npos;
   }
   CHECK(caught);
+}
+
+TEST_CASE("errors: more than 64 operands in one evaluation names the limit", "[errors]") {
+  std::vector<float> a(6, 1.0f), y(6);
+  const auto va = fusex::make_view(static_cast<const float*>(a.data()), {2, 3});
+  const auto vy = fusex::make_view(y.data(), {2, 3});
+  // 64 operands (the destination and 63 leaves) are fine.
+  fusex::host::eval(vy, add_leaves<62>(va * 1.0f, va));
+  CHECK(y[5] == 63.0f);
+  // 65 leaves and the destination are not.
+  const std::string m = message_of<fusex::invalid_argument>([&] { fusex::host::eval(vy, add_leaves<64>(va * 1.0f, va)); });
+  INFO(m);
+  CHECK(has(m, "more than 64 operands"));
+}
+
+TEST_CASE("errors: a failed CUDA call names the call, the error, the file and the line", "[errors]") {
+  int line = 0;
+  bool caught = false;
+  try {
+    line = __LINE__ + 1;
+    FUSEX_CUDA_CHECK(returns(cudaErrorInvalidValue));
+  } catch (const fusex::cuda_error& e) {
+    caught = true;
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(has(m, "'returns(cudaErrorInvalidValue)'"));
+    CHECK(has(m, "failed with cudaErrorInvalidValue"));
+    CHECK(has(m, "test_errors_host.cpp:" + std::to_string(line)));
+    CHECK(e.code() == cudaErrorInvalidValue);
+    CHECK(e.line() == line);
+    CHECK(std::string(e.call()) == "returns(cudaErrorInvalidValue)");
+  }
+  CHECK(caught);
+  CHECK_NOTHROW(FUSEX_CUDA_CHECK(returns(cudaSuccess)));
+}
+
+TEST_CASE("errors: a device ordinal out of range names the ordinal", "[errors]") {
+  // Kernel launches read the device's properties through this cache; checked before any CUDA call.
+  const std::string m1 = message_of<fusex::invalid_argument>([] { (void)fusex::detail::device_info(-1); });
+  INFO(m1);
+  CHECK(has(m1, "device ordinal -1"));
+  const std::string m2 = message_of<fusex::invalid_argument>([] { (void)fusex::detail::device_info(64); });
+  CHECK(has(m2, "device ordinal 64"));
+  // The per-device default resources.
+  const std::string m3 = message_of<fusex::invalid_argument>([] { (void)fusex::get_default_resource(-1); });
+  INFO(m3);
+  CHECK(has(m3, "device -1 is out of range (0 to 63)"));
+  const std::string m4 = message_of<fusex::invalid_argument>([] { (void)fusex::default_arena(64); });
+  CHECK(has(m4, "device 64"));
+}
+
+TEST_CASE("errors: buffer and resource misuse name the size or the call", "[errors]") {
+  plain_resource pr;
+  const fusex::device_resource_ref ref(pr);
+  const std::size_t too_many = std::numeric_limits<std::size_t>::max() / 4;
+  const std::string m1 = message_of<fusex::invalid_argument>([&] { fusex::buffer<double> b(too_many, some_stream(), ref); });
+  INFO(m1);
+  CHECK(has(m1, "buffer of " + std::to_string(too_many) + " elements of 8 bytes overflows"));
+  const std::string m2 = message_of<fusex::invalid_argument>([&] { ref.record_stream(nullptr, some_stream()); });
+  CHECK(has(m2, "no record_stream"));
+  // The empty reference of a default-constructed buffer.
+  const fusex::device_resource_ref none(fusex::detail::null_resource_instance());
+  const std::string m3 = message_of<fusex::error>([&] { (void)none.allocate_async(16, 256, some_stream()); });
+  CHECK(has(m3, "allocation of 16 bytes from an empty resource reference"));
+  float x = 0;
+  const std::string m4 = message_of<fusex::error>([&] { none.deallocate_async(&x, 16, 256, some_stream()); });
+  CHECK(has(m4, "deallocation through an empty resource reference"));
+  // cudaMallocAsync / cudaMalloc wrappers: the alignment is checked before any CUDA call.
+  fusex::cuda_async_resource ar;
+  const std::string m5 = message_of<fusex::invalid_argument>([&] { (void)ar.allocate_async(64, 3, some_stream()); });
+  INFO(m5);
+  CHECK(has(m5, "cuda_async_resource: alignment 3"));
+  fusex::cuda_malloc_resource mr;
+  const std::string m6 = message_of<fusex::invalid_argument>([&] { (void)mr.allocate_async(64, 512, some_stream()); });
+  CHECK(has(m6, "cuda_malloc_resource: alignment 512"));
+}
+
+TEST_CASE("errors: pinned staging names the size, the shape or the pointer", "[errors]") {
+  // Every check here comes before any CUDA call.
+  fusex::pinned_host_resource r;
+  const std::string m1 = message_of<fusex::invalid_argument>([&] { (void)r.allocate(64, 3); });
+  INFO(m1);
+  CHECK(has(m1, "alignment 3 (for 64 bytes)"));
+  const std::size_t huge = std::numeric_limits<std::size_t>::max();
+  bool caught = false;
+  try {
+    (void)r.allocate(huge);
+  } catch (const fusex::bad_alloc& e) {
+    caught = true;
+    CHECK(has(e.what(), "request too large"));
+    CHECK(e.requested_bytes() == huge);
+  }
+  CHECK(caught);
+  const std::string m2 = message_of<fusex::invalid_argument>([&] { r.deallocate(nullptr, 16); });
+  CHECK(has(m2, "null pointer with a non-zero size"));
+  float x = 0;
+  const std::string m3 = message_of<fusex::invalid_argument>([&] { r.deallocate(&x, 16); });
+  INFO(m3);
+  CHECK(has(m3, fusex::detail::format_pointer(&x) + " is not a live block"));
+  const std::size_t too_many = std::numeric_limits<std::size_t>::max() / 4;
+  const std::string m4 = message_of<fusex::invalid_argument>([&] { fusex::pinned_buffer<double> b(too_many, r); });
+  CHECK(has(m4, "pinned_buffer of " + std::to_string(too_many) + " elements overflows"));
+  const fusex::pinned_buffer<float> empty;
+  const std::string m5 = message_of<fusex::shape_error>([&] { (void)empty.view(fusex::shape_t{2, 3}); });
+  INFO(m5);
+  CHECK(has(m5, "pinned_buffer of 0 elements viewed as shape [2, 3]"));
+  CHECK(r.stats().bytes_reserved == 0);
+}
+
+TEST_CASE("errors: a row reduction whose destination overlaps an input names both operands", "[errors]") {
+  // The device's row kernel (rule 1) checks overlap itself (the host backend materialises the
+  // reductions first): the same planning and check as fusex::eval, run here on the host.
+  const std::int64_t rows = 8, cols = 256;
+  std::vector<float> buf(static_cast<std::size_t>(rows * cols + 1));
+  const auto x = fusex::make_view(buf.data(), {rows, cols});
+  const auto e = fusex::softmax(x);
+  auto plan = [&](const fusex::view<float>& dst) {
+    std::vector<fusex::detail::reduction_info> reds;
+    fusex::detail::collect_reductions(e, reds);
+    auto ro = fusex::detail::gather_row_operands(dst, e);
+    const auto L = fusex::detail::plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, 4);
+    REQUIRE(L.ok);
+    fusex::detail::check_row_overlap(ro.ops, L);
+  };
+  const auto shifted = fusex::make_view(buf.data() + 1, {rows, cols});
+  CHECK(has(fusex::explain(shifted, e), "row reduction"));  // fusex::eval takes the row kernel
+  const std::string m1 = message_of<fusex::invalid_argument>([&] { plan(shifted); });
+  INFO(m1);
+  CHECK(has(m1, "destination (float32 [8, 256] strides [256, 1]) overlaps input 0 (float32 [8, 256]"));
+  CHECK(has(m1, "other than element for element"));
+  // One value per row written over the rows it reads.
+  const auto sums = fusex::make_view(buf.data(), {rows});
+  const auto s = fusex::sum(x, -1);
+  std::vector<fusex::detail::reduction_info> reds;
+  fusex::detail::collect_reductions(s, reds);
+  auto ro = fusex::detail::gather_row_operands(sums, s);
+  const auto L = fusex::detail::plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, 4);
+  REQUIRE(L.ok);
+  const std::string m2 = message_of<fusex::invalid_argument>([&] { fusex::detail::check_row_overlap(ro.ops, L); });
+  INFO(m2);
+  CHECK(has(m2, "destination (float32 [8] strides [1]) overlaps input 0"));
+  // In place, element for element, is allowed.
+  CHECK_NOTHROW(plan(x));
 }

@@ -547,3 +547,38 @@ TEST_CASE("matmul host: cublas_error carries the status name and the call", "[ma
     CHECK_CONTAINS(e.what(), "'CUBLAS_STATUS_NOT_SUPPORTED'");  // the call's text
   }
 }
+
+// Error catalogue (docs/reliability.md): each bad input throws its documented type, and the
+// message names the operands' shapes (and strides) or the dimensions that disagree.
+TEST_CASE("matmul host: each bad input throws its type and names the shapes", "[matmul][host][errors]") {
+  std::vector<float> a(64), b(64), o(64);
+  auto typed = [](auto tag, auto&& f) {
+    using E = typename decltype(tag)::type;
+    try {
+      f();
+    } catch (const E& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception of the expected type");
+  };
+  struct shape_err { using type = fusex::shape_error; };
+  struct invalid_arg { using type = fusex::invalid_argument; };
+  const fusex::view<float> a44(a.data(), {4, 4}), b44(b.data(), {4, 4});
+  CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::matmul(fusex::view<float>(a.data(), {8}), fusex::view<float>(b.data(), {8, 1})); }),
+                 ("operands must be 2-D matrices or 3-D batches of matrices; got float32 [8] strides [1] and float32 [8, 1]"));
+  CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::matmul(fusex::view<float>(a.data(), {4, 3}), b44); }),
+                 ("inner dimensions do not match (3 vs 4): float32 [4, 3] strides [3, 1] and float32 [4, 4] strides [4, 1]"));
+  CHECK_CONTAINS(typed(shape_err{}, [&] {
+                   (void)fusex::matmul(fusex::view<float>(a.data(), {2, 2, 2}), fusex::view<float>(b.data(), {3, 2, 2}));
+                 }),
+                 ("batch dimensions do not match (2 vs 3)"));
+  CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::linear(a44, fusex::view<float>(b.data(), {2, 4, 4})); }),
+                 ("fusex::linear: the weight must be 2-D [N, K]; got [2, 4, 4]"));
+  CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::linear(a44, b44, fusex::view<float>(o.data(), {5})); }),
+                 ("the bias must have shape [N] = [4]; got [5] (weight [4, 4])"));
+  const fusex::view<float> strided(a.data(), {4, 4}, {8, 2});
+  CHECK_CONTAINS(typed(invalid_arg{}, [&] { fusex::host::eval(fusex::view<float>(o.data(), {4, 4}), fusex::matmul(strided, b44)); }),
+                 ("operand a (float32 [4, 4] strides [8, 2]) is not a matrix layout cuBLASLt takes"));
+  CHECK_CONTAINS(typed(shape_err{}, [&] { fusex::host::eval(fusex::view<float>(o.data(), {4, 5}), fusex::matmul(a44, b44)); }),
+                 ("cannot evaluate an expression of shape [4, 4] into a destination of shape [4, 5]"));
+}

@@ -363,3 +363,47 @@ TEST_CASE("pinned staging: cached blocks are reused only after their copies", "[
   CHECK(r.trim() >= 16 * MiB);
   FUSEX_CUDA_CHECK(cudaFree(d));
 }
+
+// Error catalogue (docs/reliability.md): the paths only a device reaches. The CUDA resources name
+// the request they could not serve; pinned staging memory is not freed on a captured stream.
+TEST_CASE("arena (GPU): CUDA resources out of memory, pinned free during a capture", "[memory][gpu][errors]") {
+  stream s;
+  std::size_t free_b = 0, total_b = 0;
+  FUSEX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  fusex::cuda_async_resource async_r;
+  fusex::cuda_malloc_resource malloc_r;
+  for (int which = 0; which < 2; ++which) {
+    std::string m;
+    std::size_t requested = 0;
+    try {
+      if (which == 0) {
+        (void)async_r.allocate_async(2 * total_b, 256, s);
+      } else {
+        (void)malloc_r.allocate_async(2 * total_b, 256, s);
+      }
+    } catch (const fusex::bad_alloc& e) {
+      m = e.what();
+      requested = e.requested_bytes();
+    }
+    INFO(m);
+    CHECK(m.find(which == 0 ? "cudaMallocAsync of " : "cudaMalloc of ") != std::string::npos);
+    CHECK(m.find(std::to_string(2 * total_b) + " bytes failed with cudaErrorMemoryAllocation") != std::string::npos);
+    CHECK(requested == 2 * total_b);
+  }
+  fusex::pinned_host_resource r;
+  void* p = r.allocate(MiB);
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  std::string message;
+  try {
+    r.deallocate_async(p, MiB, 256, s);
+  } catch (const fusex::error& e) {
+    message = e.what();
+  }
+  cudaGraph_t g = nullptr;
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
+  INFO(message);
+  CHECK(message.find("pinned_host_resource: deallocate_async on a stream that is being captured") != std::string::npos);
+  r.deallocate(p, MiB);  // still live: the refused free changed nothing
+  CHECK(r.stats().bytes_in_use == 0);
+}

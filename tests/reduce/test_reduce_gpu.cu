@@ -202,6 +202,27 @@ TEMPLATE_TEST_CASE("gpu: the row kernel's static path matches the generic path b
   }
 }
 
+// Error catalogue (docs/reliability.md): the row kernel checks overlap itself (the host backend
+// materialises reductions first, so only a device evaluation reaches this check). softmax of a
+// float view is already instantiated above: no new kernel.
+TEST_CASE("gpu: a row reduction whose destination overlaps its input is refused before launch", "[gpu][reduce][errors]") {
+  const std::int64_t rows = 8, cols = 256;
+  device_array<float> x(rows * cols + 1);
+  stream_guard sg;
+  const auto xv = fusex::make_view(x.data(), {rows, cols});
+  const auto shifted = fusex::make_view(x.data() + 1, {rows, cols});
+  REQUIRE(fusex::explain(shifted, fusex::softmax(xv)).find("row reduction") != std::string::npos);
+  std::string m;
+  try {
+    fusex::eval(shifted, fusex::softmax(xv), sg.s);
+  } catch (const fusex::invalid_argument& e) {
+    m = e.what();
+  }
+  INFO(m);
+  CHECK(m.find("destination (float32 [8, 256] strides [256, 1]) overlaps input 0") != std::string::npos);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+}
+
 namespace {
 __global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
