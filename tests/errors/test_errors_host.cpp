@@ -201,7 +201,7 @@ TEST_CASE("errors: more than 64 operands in one evaluation names the limit", "[e
   // 65 leaves and the destination are not.
   const std::string m = message_of<fusex::invalid_argument>([&] { fusex::host::eval(vy, add_leaves<64>(va * 1.0f, va)); });
   INFO(m);
-  CHECK(has(m, "more than 64 operands"));
+  CHECK(has(m, "more than 64 operands in one evaluation (66:"));
 }
 
 TEST_CASE("errors: a failed CUDA call names the call, the error, the file and the line", "[errors]") {
@@ -255,7 +255,7 @@ TEST_CASE("errors: buffer and resource misuse name the size or the call", "[erro
   CHECK(has(m3, "allocation of 16 bytes from an empty resource reference"));
   float x = 0;
   const std::string m4 = message_of<fusex::error>([&] { none.deallocate_async(&x, 16, 256, some_stream()); });
-  CHECK(has(m4, "deallocation through an empty resource reference"));
+  CHECK(has(m4, "deallocation of 16 bytes through an empty resource reference"));
   // cudaMallocAsync / cudaMalloc wrappers: the alignment is checked before any CUDA call.
   fusex::cuda_async_resource ar;
   const std::string m5 = message_of<fusex::invalid_argument>([&] { (void)ar.allocate_async(64, 3, some_stream()); });
@@ -278,12 +278,12 @@ TEST_CASE("errors: pinned staging names the size, the shape or the pointer", "[e
     (void)r.allocate(huge);
   } catch (const fusex::bad_alloc& e) {
     caught = true;
-    CHECK(has(e.what(), "request too large"));
+    CHECK(has(e.what(), "request of " + std::to_string(huge) + " bytes too large"));
     CHECK(e.requested_bytes() == huge);
   }
   CHECK(caught);
   const std::string m2 = message_of<fusex::invalid_argument>([&] { r.deallocate(nullptr, 16); });
-  CHECK(has(m2, "null pointer with a non-zero size"));
+  CHECK(has(m2, "deallocate of a null pointer with a size of 16 bytes"));
   float x = 0;
   const std::string m3 = message_of<fusex::invalid_argument>([&] { r.deallocate(&x, 16); });
   INFO(m3);

@@ -70,7 +70,7 @@ TEST_CASE("copy_async: shape and overlap errors come before any CUDA call", "[me
   fusex::view<float> lo(a.data(), shape_t{60}), hi(a.data() + 40, shape_t{60});
   CHECK_THROWS_AS(fusex::copy_async(lo, hi, nullptr), fusex::invalid_argument);
   CHECK(contains(message_of<fusex::invalid_argument>([&] { fusex::copy_async(lo, hi, nullptr); }),
-                 "copy_async: destination and source overlap"));
+                 "copy_async: destination (shape [60]) and source (shape [60]) overlap in memory"));
   // A layout that is neither contiguous nor rows at one pitch (a transposed matrix).
   std::vector<float> c(100);
   fusex::view<float> vc(c.data(), shape_t{10, 10});

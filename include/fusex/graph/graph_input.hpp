@@ -80,7 +80,10 @@ void copy_input(const D& dst, const T* src, std::size_t count, cudaStream_t stre
                            std::to_string(d.size()) + " elements but " + std::to_string(count) +
                            " were given: a replay reads exactly the captured buffer");
   }
-  if (count != 0 && src == nullptr) throw invalid_argument("fusex: copy_input: null source");
+  if (count != 0 && src == nullptr) {
+    throw invalid_argument("fusex: copy_input: null source for " + std::to_string(count) +
+                           " elements into the captured buffer (shape " + d.shape().str() + ")");
+  }
   detail::require_contiguous(d, "copy_input", "captured buffer");
   if (count != 0) FUSEX_CUDA_CHECK(cudaMemcpyAsync(d.data(), src, count * sizeof(TD), cudaMemcpyDefault, stream));
 }

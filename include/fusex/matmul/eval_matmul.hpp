@@ -281,7 +281,7 @@ void lt_operands(const matmul_node<T>& mm, bool n_rows, lt_gemm& g) {
     g.a.m.batch_stride = la.batch > 1 ? la.batch_stride : 0;
     g.b.m.batch_stride = lb.batch > 1 ? lb.batch_stride : 0;
   }
-  if (!ok) throw invalid_argument("fusex: internal: matmul operand layout");  // check_matmul_strides ran first
+  if (!ok) throw error("fusex: internal: matmul operand layout");  // check_matmul_strides ran first
   g.ab_type = cuda_data_type<T>();
   g.compute = std::is_same_v<T, float> && mm.options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   g.k = d.k;

@@ -114,7 +114,8 @@ void copy_async(const Dst& dst, const Src& src, cudaStream_t stream) {
   };
   const auto d0 = reinterpret_cast<std::uintptr_t>(d.data()), s0 = reinterpret_cast<std::uintptr_t>(s.data());
   if (d0 < span_end(s) && s0 < span_end(d)) {
-    throw invalid_argument("fusex::copy_async: destination and source overlap");
+    throw invalid_argument("fusex::copy_async: destination (shape " + d.shape().str() + ") and source (shape " +
+                           s.shape().str() + ") overlap in memory");
   }
   if (d.is_contiguous() && s.is_contiguous()) {
     FUSEX_CUDA_CHECK(cudaMemcpyAsync(d.data(), s.data(), static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDefault,

@@ -153,7 +153,7 @@ class pinned_host_resource {
   // Pages, then eight size classes per power of two: blocks are reused across nearby sizes.
   static std::size_t rounded(std::size_t bytes) {
     if (bytes <= 4096) return 4096;
-    if (bytes > (std::size_t{1} << 62)) throw bad_alloc("fusex::pinned_host_resource: request too large", bytes, cudaErrorMemoryAllocation);
+    if (bytes > (std::size_t{1} << 62)) throw bad_alloc("fusex::pinned_host_resource: request of " + std::to_string(bytes) + " bytes too large", bytes, cudaErrorMemoryAllocation);
     const std::size_t r = detail::round_up(bytes, 4096);
     int bin = detail::tlsf_bin(r);
     if (detail::tlsf_lower_bound(bin) < r) ++bin;
@@ -174,7 +174,10 @@ class pinned_host_resource {
 
   void free_block(void* p, std::size_t bytes, std::size_t alignment, cudaStream_t stream, bool ordered) {
     if (p == nullptr) {
-      if (bytes != 0) throw invalid_argument("fusex::pinned_host_resource: null pointer with a non-zero size");
+      if (bytes != 0) {
+        throw invalid_argument("fusex::pinned_host_resource: deallocate of a null pointer with a size of " +
+                               std::to_string(bytes) + " bytes");
+      }
       return;
     }
     check_alignment(alignment, bytes);

@@ -44,10 +44,13 @@ class null_resource {
  public:
   void* allocate_async(std::size_t bytes, std::size_t, cudaStream_t) {
     if (bytes == 0) return nullptr;
-    throw error("fusex: allocation of " + std::to_string(bytes) + " bytes from an empty resource reference");
+    throw invalid_argument("fusex: allocation of " + std::to_string(bytes) + " bytes from an empty resource reference");
   }
-  void deallocate_async(void* p, std::size_t, std::size_t, cudaStream_t) {
-    if (p != nullptr) throw error("fusex: deallocation through an empty resource reference");
+  void deallocate_async(void* p, std::size_t bytes, std::size_t, cudaStream_t) {
+    if (p != nullptr) {
+      throw invalid_argument("fusex: deallocation of " + std::to_string(bytes) +
+                             " bytes through an empty resource reference (the pointer came from another resource)");
+    }
   }
 };
 inline null_resource& null_resource_instance() noexcept {

@@ -191,7 +191,10 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
   // Merge a dimension into the one outside it when every operand steps through both as one.
   std::int64_t ext[max_rank];
   std::int64_t str[64][max_rank];  // 64 operands is far beyond any real expression
-  if (n_ops > 64) throw invalid_argument("fusex: more than 64 operands in one evaluation");
+  if (n_ops > 64) {
+    throw invalid_argument("fusex: more than 64 operands in one evaluation (" + std::to_string(n_ops) +
+                           ": the destinations and every leaf of the expressions)");
+  }
   int r = 0;
   for (int k = 0; k < n; ++k) {
     const int d = order[k];

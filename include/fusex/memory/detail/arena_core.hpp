@@ -82,7 +82,9 @@ class basic_arena : private cache_owner {
       throw invalid_argument("fusex::arena: chunk_granularity " + std::to_string(opts_.chunk_granularity) +
                              " is not a non-zero multiple of " + std::to_string(arena_granule));
     }
-    if (!(opts_.growth_ratio >= 0.0)) throw invalid_argument("fusex::arena: growth_ratio must be >= 0");
+    if (!(opts_.growth_ratio >= 0.0)) {
+      throw invalid_argument("fusex::arena: growth_ratio must be >= 0, got " + std::to_string(opts_.growth_ratio));
+    }
     if (opts_.max_cached_block_bytes > opts_.thread_cache_bytes) opts_.max_cached_block_bytes = opts_.thread_cache_bytes;
     num_classes_ = opts_.max_cached_block_bytes >= arena_granule ? size_class_of(opts_.max_cached_block_bytes) + 1 : 0;
     eager_ = std::make_unique<pool>();
@@ -410,6 +412,7 @@ class basic_arena : private cache_owner {
   /// replays may still use it) until the pool is destroyed. Returns the pool's owning handle: the
   /// graph_exec keeps it for as long as it may be replayed.
   private_pool begin_private_pool(cudaStream_t origin, const private_pool_options& options = private_pool_options()) {
+    check_pool_stream(origin, "begin_private_pool");
     private_pool p = make_private_pool(origin, options);
     begin_private_pool(origin, p);
     return p;
@@ -419,7 +422,7 @@ class basic_arena : private cache_owner {
   /// the order they were captured, on one stream: they then reuse each other's memory).
   void begin_private_pool(cudaStream_t origin, private_pool& handle) {
     check_pool_stream(origin, "begin_private_pool");
-    pool* p = pool_of(handle);
+    pool* p = pool_of(handle, "begin_private_pool");
     std::lock_guard<std::mutex> lock(mu_);
     if (p->capturing) throw error("fusex::arena: begin_private_pool: the pool is already capturing");
     if (backend_.capture_status(origin).active) {
@@ -460,7 +463,7 @@ class basic_arena : private cache_owner {
 
   /// Ends the routing started by begin_private_pool (call it after cudaStreamEndCapture).
   void end_private_pool(private_pool& handle) {
-    pool* p = pool_of(handle);
+    pool* p = pool_of(handle, "end_private_pool");
     std::lock_guard<std::mutex> lock(mu_);
     if (!p->capturing) throw error("fusex::arena: end_private_pool: the pool is not capturing");
     p->capturing = false;
@@ -1459,8 +1462,8 @@ class basic_arena : private cache_owner {
   // ---------------------------------------------------------------------------------------------
   // Private pools (called through basic_private_pool).
 
-  static pool* pool_of(private_pool& h) {
-    if (h.p_ == nullptr) throw invalid_argument("fusex::arena: empty private_pool handle");
+  static pool* pool_of(private_pool& h, const char* call) {
+    if (h.p_ == nullptr) throw invalid_argument(std::string("fusex::arena: ") + call + " with an empty private_pool handle");
     return static_cast<pool*>(h.p_);
   }
 
