@@ -70,17 +70,6 @@ using fake_cache = fusex::basic_graph_cache<fusex::graph_key, fake_exec, fake_po
 
 cudaStream_t fake_stream(std::uintptr_t v) { return reinterpret_cast<cudaStream_t>(v); }
 
-// The message of the exception of type E that f throws (a test failure when none is thrown).
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("no exception of the expected type");
-  return {};
-}
 bool has(const std::string& m, const std::string& part) { return m.find(part) != std::string::npos; }
 
 std::vector<int> keys_in_order(const fusex::detail::lru_map<int, int>& m) {
@@ -353,48 +342,48 @@ TEST_CASE("graph inputs, keys, buckets, caches and empty execs: errors name the 
   const auto dst = fusex::make_view(fake, {16, 784});
   const auto src = [&](fusex::shape_t shape) { return fusex::make_view(static_cast<const float*>(fake), shape); };
   const auto s = fake_stream(0x70);
-  std::string m = message_of<fusex::shape_error>([&] { fusex::copy_input(dst, src({8, 784}), s); });
+  std::string m = thrown_message<fusex::shape_error>([&] { fusex::copy_input(dst, src({8, 784}), s); });
   INFO(m);
   CHECK(has(m, "copy_input: the captured buffer has shape [16, 784] but the new input has shape [8, 784]"));
-  m = message_of<fusex::invalid_argument>([&] { fusex::copy_input(dst, std::vector<float>(100), s); });
+  m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(dst, std::vector<float>(100), s); });
   CHECK(has(m, "copy_input: the captured buffer (shape [16, 784]) holds 12544 elements but 100 were given"));
-  m = message_of<fusex::invalid_argument>([&] { fusex::copy_input(dst, static_cast<const float*>(nullptr), 12544, s); });
+  m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(dst, static_cast<const float*>(nullptr), 12544, s); });
   CHECK(has(m, "copy_input: null source for 12544 elements into the captured buffer (shape [16, 784])"));
-  m = message_of<fusex::invalid_argument>([&] { fusex::copy_input(dst.transpose(0, 1), src({784, 16}), s); });
+  m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(dst.transpose(0, 1), src({784, 16}), s); });
   CHECK(has(m, "copy_input: the captured buffer (shape [784, 16]) is not contiguous"));
-  m = message_of<fusex::invalid_argument>([&] { fusex::copy_input(fusex::make_view(fake, {784, 16}), src({16, 784}).transpose(0, 1), s); });
+  m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(fusex::make_view(fake, {784, 16}), src({16, 784}).transpose(0, 1), s); });
   CHECK(has(m, "copy_input: the new input (shape [784, 16]) is not contiguous"));
-  m = message_of<fusex::shape_error>([&] { fusex::copy_input_padded(fusex::make_view(fake, {8, 784}), dst, s); });
+  m = thrown_message<fusex::shape_error>([&] { fusex::copy_input_padded(fusex::make_view(fake, {8, 784}), dst, s); });
   CHECK(has(m, "copy_input_padded: an input of shape [16, 784] does not pad up to the captured buffer of shape [8, 784]"));
-  m = message_of<fusex::shape_error>([&] { fusex::copy_input_padded(dst, src({8, 785}), s); });
+  m = thrown_message<fusex::shape_error>([&] { fusex::copy_input_padded(dst, src({8, 785}), s); });
   CHECK(has(m, "an input of shape [8, 785] does not pad up to the captured buffer of shape [16, 784]"));
 
   fusex::graph_key full;
   for (int i = 0; i < fusex::graph_key::capacity; ++i) full.add(i);
-  m = message_of<fusex::invalid_argument>([&] { full.add(1); });
+  m = thrown_message<fusex::invalid_argument>([&] { full.add(1); });
   CHECK(has(m, "graph_key holds at most " + std::to_string(fusex::graph_key::capacity) + " values"));
 
   const fusex::batch_buckets b({1, 4, 16});
-  CHECK(has(message_of<fusex::invalid_argument>([&] { (void)b.bucket_for(17); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([&] { (void)b.bucket_for(17); }),
             "batch size 17 exceeds the largest bucket (16)"));
-  CHECK(has(message_of<fusex::invalid_argument>([&] { (void)b.bucket_for(0); }), "batch size 0 is not positive"));
-  CHECK(has(message_of<fusex::invalid_argument>([] { (void)fusex::batch_buckets::powers_of_two(0, 4); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([&] { (void)b.bucket_for(0); }), "batch size 0 is not positive"));
+  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::batch_buckets::powers_of_two(0, 4); }),
             "powers_of_two(0, 4): need 0 < smallest <= largest"));
-  CHECK(has(message_of<fusex::invalid_argument>([] { (void)fusex::batch_buckets(std::vector<std::int64_t>{}); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::batch_buckets(std::vector<std::int64_t>{}); }),
             "batch_buckets needs at least one size"));
-  CHECK(has(message_of<fusex::invalid_argument>([] { (void)fusex::batch_buckets(std::vector<std::int64_t>{4, -2}); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::batch_buckets(std::vector<std::int64_t>{4, -2}); }),
             "batch_buckets sizes must be positive (got -2)"));
 
-  CHECK(has(message_of<fusex::invalid_argument>([] { (void)fusex::graph_cache<>(fusex::graph_cache_options{0, 1, {}}); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::graph_cache<>(fusex::graph_cache_options{0, 1, {}}); }),
             "graph cache needs a capacity of at least 1"));
-  CHECK(has(message_of<fusex::invalid_argument>([] { (void)fusex::graph_cache<>(fusex::graph_cache_options{4, -1, {}}); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::graph_cache<>(fusex::graph_cache_options{4, -1, {}}); }),
             "graph_cache_options::warmup_runs must be >= 0"));
   fake_cache cache(2);
-  CHECK(has(message_of<fusex::invalid_argument>([&] { cache.set_capacity(0); }), "capacity of at least 1"));
+  CHECK(has(thrown_message<fusex::invalid_argument>([&] { cache.set_capacity(0); }), "capacity of at least 1"));
 
   fusex::graph_exec empty;
-  m = message_of<fusex::capture_error>([&] { empty.launch(s); });
+  m = thrown_message<fusex::capture_error>([&] { empty.launch(s); });
   CHECK(has(m, "graph capture rule empty_exec broken: launch of an empty graph_exec"));
-  m = message_of<fusex::capture_error>([&] { empty.upload(s); });
+  m = thrown_message<fusex::capture_error>([&] { empty.upload(s); });
   CHECK(has(m, "graph capture rule empty_exec broken: upload of an empty graph_exec"));
 }

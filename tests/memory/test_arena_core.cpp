@@ -47,17 +47,6 @@ std::string message_of(F&& f) {
   return "(no exception)";
 }
 
-// The message of the exception of type E that f throws (a test failure when none is thrown).
-template <class E, class F>
-std::string typed_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("no exception of the expected type");
-  return {};
-}
 
 }  // namespace
 
@@ -739,18 +728,18 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
   SECTION("options") {
     fusex::arena_options o = small_options();
     o.chunk_granularity = 1000;
-    const std::string m1 = typed_message<fusex::invalid_argument>([&] { fake_arena a(fake_backend{}, o); });
+    const std::string m1 = thrown_message<fusex::invalid_argument>([&] { fake_arena a(fake_backend{}, o); });
     INFO(m1);
     CHECK(contains(m1, "chunk_granularity 1000 is not a non-zero multiple of 256"));
     o = small_options();
     o.growth_ratio = -1.0;
-    const std::string m2 = typed_message<fusex::invalid_argument>([&] { fake_arena a(fake_backend{}, o); });
+    const std::string m2 = thrown_message<fusex::invalid_argument>([&] { fake_arena a(fake_backend{}, o); });
     CHECK(contains(m2, "growth_ratio must be >= 0, got -1"));
   }
   SECTION("allocation and deallocation") {
     fake_arena a(fake_backend{}, small_options());
     const cudaStream_t s = fake_stream(1);
-    const std::string m1 = typed_message<fusex::invalid_argument>([&] { (void)a.allocate_async(64, 3, s); });
+    const std::string m1 = thrown_message<fusex::invalid_argument>([&] { (void)a.allocate_async(64, 3, s); });
     INFO(m1);
     CHECK(contains(m1, "allocate_async of 64 bytes with alignment 3"));
     const std::size_t huge = std::size_t{1} << 63;
@@ -764,25 +753,25 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
       CHECK(e.requested_bytes() == huge);
     }
     CHECK(caught);
-    const std::string m2 = typed_message<fusex::invalid_argument>([&] { a.deallocate_async(nullptr, 16, 256, s); });
+    const std::string m2 = thrown_message<fusex::invalid_argument>([&] { a.deallocate_async(nullptr, 16, 256, s); });
     CHECK(contains(m2, "deallocate_async(nullptr, 16 bytes)"));
     void* p = a.allocate_async(4096, 256, s);
     void* foreign = reinterpret_cast<void*>(0xdead0000);
-    const std::string m3 = typed_message<fusex::invalid_argument>([&] { a.deallocate_async(foreign, 4096, 256, s); });
+    const std::string m3 = thrown_message<fusex::invalid_argument>([&] { a.deallocate_async(foreign, 4096, 256, s); });
     INFO(m3);
     CHECK(contains(m3, "deallocate_async(" + format_pointer(foreign) + ", 4096 bytes, alignment 256)"));
     CHECK(contains(m3, "not allocated by this arena"));
-    const std::string m4 = typed_message<fusex::invalid_argument>([&] { a.deallocate_async(p, 4000, 256, s); });
+    const std::string m4 = thrown_message<fusex::invalid_argument>([&] { a.deallocate_async(p, 4000, 256, s); });
     CHECK(contains(m4, "deallocate_async(" + format_pointer(p) + ", 4000 bytes, alignment 256)"));
     CHECK(contains(m4, "allocated with 4096 bytes and alignment 256"));
-    const std::string m5 = typed_message<fusex::invalid_argument>([&] { a.record_stream(p, cudaStreamPerThread); });
+    const std::string m5 = thrown_message<fusex::invalid_argument>([&] { a.record_stream(p, cudaStreamPerThread); });
     CHECK(contains(m5, "record_stream with the per-thread default stream"));
-    const std::string m6 = typed_message<fusex::invalid_argument>([&] { a.record_stream(foreign, fake_stream(2)); });
+    const std::string m6 = thrown_message<fusex::invalid_argument>([&] { a.record_stream(foreign, fake_stream(2)); });
     CHECK(contains(m6, "record_stream(" + format_pointer(foreign) + "): not the start of a live allocation"));
-    const std::string m7 = typed_message<fusex::error>([&] { a.release(); });
+    const std::string m7 = thrown_message<fusex::error>([&] { a.release(); });
     CHECK(contains(m7, "release() with 1 live allocation(s) and 0 graph-private pool(s)"));
     a.deallocate_async(p, 4096, 256, s);
-    const std::string m8 = typed_message<fusex::invalid_argument>([&] { a.deallocate_async(p, 4096, 256, s); });
+    const std::string m8 = thrown_message<fusex::invalid_argument>([&] { a.deallocate_async(p, 4096, 256, s); });
     CHECK(contains(m8, "deallocate_async(" + format_pointer(p) + ", 4096 bytes, alignment 256)"));
     CHECK(contains(m8, "double free"));
     CHECK(a.validate().empty());
@@ -793,7 +782,7 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
     fake_arena a(fake_backend{}, o);
     const cudaStream_t s = fake_stream(1);
     void* p = a.allocate_async(7 * MiB, 256, s);
-    const std::string m = typed_message<fusex::bad_alloc>([&] { (void)a.allocate_async(4 * MiB, 256, s); });
+    const std::string m = thrown_message<fusex::bad_alloc>([&] { (void)a.allocate_async(4 * MiB, 256, s); });
     INFO(m);
     CHECK(contains(m, std::to_string(4 * MiB) + " bytes"));
     CHECK(contains(m, "max_reserved_bytes"));
@@ -807,20 +796,20 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
     void* p = a.allocate_async(4096, 256, s);
     a.deallocate_async(p, 4096, 256, s);
     w->set_capturing(s, true, 7);
-    const std::string m1 = typed_message<fusex::error>([&] { a.forget_stream(s); });
+    const std::string m1 = thrown_message<fusex::error>([&] { a.forget_stream(s); });
     INFO(m1);
     CHECK(contains(m1, "forget_stream(" + format_pointer(s) + ") while the stream is being captured"));
-    const std::string m2 = typed_message<fusex::error>([&] { a.release(); });
+    const std::string m2 = thrown_message<fusex::error>([&] { a.release(); });
     CHECK(contains(m2, "release(): 1 chunk(s) could not be returned now"));
-    const std::string m3 = typed_message<fusex::error>([&] { (void)a.allocate_async(4096, 256, s); });
+    const std::string m3 = thrown_message<fusex::error>([&] { (void)a.allocate_async(4096, 256, s); });
     CHECK(contains(m3, "allocate_async(4096 bytes) on stream " + format_pointer(s)));
     CHECK(contains(m3, "capture id 7"));
-    const std::string m4 = typed_message<fusex::error>([&] { (void)a.make_private_pool(s); });
+    const std::string m4 = thrown_message<fusex::error>([&] { (void)a.make_private_pool(s); });
     CHECK(contains(m4, "make_private_pool on a stream that is being captured"));
     w->set_capturing(s, false, 0);
     void* big = a.allocate_async(200 * MiB, 256, s);
     w->set_capturing(s, true, 8);
-    const std::string m5 = typed_message<fusex::error>([&] { a.deallocate_async(big, 200 * MiB, 256, s); });
+    const std::string m5 = thrown_message<fusex::error>([&] { a.deallocate_async(big, 200 * MiB, 256, s); });
     CHECK(contains(m5, "deallocate_async(" + format_pointer(big) + ") on stream " + format_pointer(s)));
     CHECK(contains(m5, "capture id 8"));
     w->set_capturing(s, false, 0);
@@ -834,25 +823,25 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
     auto w = a.backend().w;
     const cudaStream_t origin = fake_stream(1), eager = fake_stream(3);
     for (cudaStream_t d : {static_cast<cudaStream_t>(nullptr), cudaStreamLegacy, cudaStreamPerThread}) {
-      const std::string m = typed_message<fusex::invalid_argument>([&] { (void)a.make_private_pool(d); });
+      const std::string m = thrown_message<fusex::invalid_argument>([&] { (void)a.make_private_pool(d); });
       CHECK(contains(m, "make_private_pool needs an explicit stream"));
-      CHECK(contains(typed_message<fusex::invalid_argument>([&] { (void)a.begin_private_pool(d); }),
+      CHECK(contains(thrown_message<fusex::invalid_argument>([&] { (void)a.begin_private_pool(d); }),
                      "begin_private_pool needs an explicit stream"));
     }
     fake_arena::private_pool none;
-    const std::string m0 = typed_message<fusex::invalid_argument>([&] { a.end_private_pool(none); });
+    const std::string m0 = thrown_message<fusex::invalid_argument>([&] { a.end_private_pool(none); });
     CHECK(contains(m0, "end_private_pool with an empty private_pool handle"));
-    CHECK(contains(typed_message<fusex::invalid_argument>([&] { none.reserve(MiB, origin); }), "private_pool: empty handle"));
+    CHECK(contains(thrown_message<fusex::invalid_argument>([&] { none.reserve(MiB, origin); }), "private_pool: empty handle"));
     fusex::private_pool_options po;
     po.reserve_bytes = 2 * MiB;
     auto pool = a.make_private_pool(origin, po);
-    const std::string m1 = typed_message<fusex::error>([&] { a.end_private_pool(pool); });
+    const std::string m1 = thrown_message<fusex::error>([&] { a.end_private_pool(pool); });
     CHECK(contains(m1, "end_private_pool: the pool is not capturing"));
     a.begin_private_pool(origin, pool);
-    const std::string m2 = typed_message<fusex::error>([&] { a.begin_private_pool(origin, pool); });
+    const std::string m2 = thrown_message<fusex::error>([&] { a.begin_private_pool(origin, pool); });
     CHECK(contains(m2, "begin_private_pool: the pool is already capturing"));
     w->set_capturing(origin, true, 11);
-    const std::string m3 = typed_message<fusex::error>([&] { pool.reserve(MiB, origin); });
+    const std::string m3 = thrown_message<fusex::error>([&] { pool.reserve(MiB, origin); });
     CHECK(contains(m3, "private_pool::reserve during a capture"));
     void* out = a.allocate_async(1 * MiB, 256, origin);
     bool caught = false;
@@ -873,11 +862,11 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
     // the next capture into the pool cannot order itself after that free.
     a.deallocate_async(out, 1 * MiB, 256, eager);
     w->set_capturing(eager, true, 12);
-    const std::string m4 = typed_message<fusex::error>([&] { a.begin_private_pool(origin, pool); });
+    const std::string m4 = thrown_message<fusex::error>([&] { a.begin_private_pool(origin, pool); });
     CHECK(contains(m4, "begin_private_pool: memory of the pool was last used on a stream that is being captured"));
     w->set_capturing(eager, false, 0);
     w->set_capturing(origin, true, 13);
-    const std::string m5 = typed_message<fusex::error>([&] { a.begin_private_pool(origin, pool); });
+    const std::string m5 = thrown_message<fusex::error>([&] { a.begin_private_pool(origin, pool); });
     CHECK(contains(m5, "begin_private_pool on a stream that is already being captured"));
     w->set_capturing(origin, false, 0);
     pool.reset();
@@ -909,7 +898,7 @@ TEST_CASE("device_resource_ref: type erasure, record_stream, target", "[memory][
   fusex::device_resource_ref r2(pr);
   CHECK(!r2.supports_record_stream());
   CHECK_THROWS_AS(r2.record_stream(nullptr, s), fusex::invalid_argument);
-  CHECK(contains(typed_message<fusex::invalid_argument>([&] { r2.record_stream(nullptr, s); }), "no record_stream"));
+  CHECK(contains(thrown_message<fusex::invalid_argument>([&] { r2.record_stream(nullptr, s); }), "no record_stream"));
   CHECK(r2 != r);
   fusex::device_resource_ref r3 = r;
   CHECK(r3 == r);

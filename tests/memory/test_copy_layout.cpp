@@ -12,17 +12,6 @@ using fusex::shape_t;
 namespace {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// The message of the exception of type E that f throws (a test failure when none is thrown).
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("no exception of the expected type");
-  return {};
-}
 }  // namespace
 
 TEST_CASE("copy layout: dense suffixes and row blocks", "[memory][host]") {
@@ -64,17 +53,17 @@ TEST_CASE("copy_async: shape and overlap errors come before any CUDA call", "[me
   fusex::view<float> va(a.data(), shape_t{10, 10});
   fusex::view<float> vb(b.data(), shape_t{100});
   CHECK_THROWS_AS(fusex::copy_async(va, vb, nullptr), fusex::shape_error);
-  const std::string shapes = message_of<fusex::shape_error>([&] { fusex::copy_async(va, vb, nullptr); });
+  const std::string shapes = thrown_message<fusex::shape_error>([&] { fusex::copy_async(va, vb, nullptr); });
   INFO(shapes);
   CHECK(contains(shapes, "destination of shape [10, 10] and source of shape [100] differ"));
   fusex::view<float> lo(a.data(), shape_t{60}), hi(a.data() + 40, shape_t{60});
   CHECK_THROWS_AS(fusex::copy_async(lo, hi, nullptr), fusex::invalid_argument);
-  CHECK(contains(message_of<fusex::invalid_argument>([&] { fusex::copy_async(lo, hi, nullptr); }),
+  CHECK(contains(thrown_message<fusex::invalid_argument>([&] { fusex::copy_async(lo, hi, nullptr); }),
                  "copy_async: destination (shape [60]) and source (shape [60]) overlap in memory"));
   // A layout that is neither contiguous nor rows at one pitch (a transposed matrix).
   std::vector<float> c(100);
   fusex::view<float> vc(c.data(), shape_t{10, 10});
-  const std::string layout = message_of<fusex::invalid_argument>([&] { fusex::copy_async(vc, va.t(), nullptr); });
+  const std::string layout = thrown_message<fusex::invalid_argument>([&] { fusex::copy_async(vc, va.t(), nullptr); });
   INFO(layout);
   CHECK(contains(layout, "cannot copy a view of shape [10, 10] and strides [1, 10] into one with strides [10, 1]"));
   // Zero elements: nothing to do, no CUDA call.

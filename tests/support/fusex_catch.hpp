@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 #endif
 
+#include <string>
+
 /// Sets a run-time switch (a tuning field) to `value` for a scope and restores its old value on
 /// the way out, also when the test throws.
 template <class T>
@@ -23,3 +25,15 @@ class scoped_setting {
   T& field_;
   T old_;
 };
+
+/// The message of the exception of type E that f throws (a test failure when none is thrown).
+template <class E, class F>
+std::string thrown_message(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  FAIL("no exception of the expected type");
+  return {};
+}
