@@ -22,18 +22,6 @@ using fusex::half;
 using fusex::shape_t;
 using fusex::strides_t;
 
-// The message of the exception of type Ex that f() throws; fails the test if f() throws nothing.
-// An exception of another type propagates (and fails the test).
-template <class Ex, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Ex& e) {
-    return e.what();
-  }
-  FAIL("expected an exception, none was thrown");
-  return {};
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -87,7 +75,7 @@ TEST_CASE("dims: rank is bounded by fusex::max_rank", "[core][dims]") {
   CHECK(eight.rank() == 8);
   CHECK(eight.str() == "[1, 2, 3, 4, 5, 6, 7, 8]");
 
-  const std::string m = message_of<fusex::shape_error>([] { dims nine{1, 2, 3, 4, 5, 6, 7, 8, 9}; });
+  const std::string m = thrown_message<fusex::shape_error>([] { dims nine{1, 2, 3, 4, 5, 6, 7, 8, 9}; });
   CHECK(contains(m, "rank 9"));
   CHECK(contains(m, "max_rank"));
   // The ranks are run-time values here: with a constant out-of-range rank, g++ -O3 warns about the
@@ -147,14 +135,14 @@ TEST_CASE("broadcast_shapes follows NumPy rules", "[core][broadcast]") {
 }
 
 TEST_CASE("broadcast_shapes names both shapes when they do not broadcast", "[core][broadcast][errors]") {
-  const std::string m = message_of<fusex::shape_error>([] { fusex::broadcast_shapes(shape_t{3, 4}, shape_t{5}); });
+  const std::string m = thrown_message<fusex::shape_error>([] { fusex::broadcast_shapes(shape_t{3, 4}, shape_t{5}); });
   INFO(m);
   CHECK(contains(m, "[3, 4]"));
   CHECK(contains(m, "[5]"));
   CHECK(contains(m, "4 vs 5"));
 
   const std::string m2 =
-      message_of<fusex::shape_error>([] { fusex::broadcast_shapes(shape_t{2, 3}, shape_t{4, 3}, "add"); });
+      thrown_message<fusex::shape_error>([] { fusex::broadcast_shapes(shape_t{2, 3}, shape_t{4, 3}, "add"); });
   INFO(m2);
   CHECK(contains(m2, "[2, 3]"));
   CHECK(contains(m2, "[4, 3]"));
@@ -187,11 +175,11 @@ TEST_CASE("normalize_axis", "[core][dims]") {
   CHECK(normalize_axis(7, 8) == 7);
   CHECK(normalize_axis(-8, 8) == 0);
 
-  const std::string m = message_of<fusex::shape_error>([] { normalize_axis(3, 3); });
+  const std::string m = thrown_message<fusex::shape_error>([] { normalize_axis(3, 3); });
   INFO(m);
   CHECK(contains(m, "3"));
   CHECK(contains(m, "rank 3"));
-  const std::string m2 = message_of<fusex::shape_error>([] { normalize_axis(-4, 3, "squeeze axis"); });
+  const std::string m2 = thrown_message<fusex::shape_error>([] { normalize_axis(-4, 3, "squeeze axis"); });
   INFO(m2);
   CHECK(contains(m2, "squeeze axis -4"));
   CHECK_THROWS_AS(normalize_axis(1, 0), fusex::shape_error);
@@ -284,7 +272,7 @@ TEST_CASE("view: construction from a container with .data() and .size()", "[core
 
 TEST_CASE("view: validation of null pointers, extents and strides", "[core][view][errors]") {
   float* null = nullptr;
-  const std::string m = message_of<fusex::invalid_argument>([&] { fusex::make_view(null, {3, 4}); });
+  const std::string m = thrown_message<fusex::invalid_argument>([&] { fusex::make_view(null, {3, 4}); });
   INFO(m);
   CHECK(contains(m, "null"));
   CHECK(contains(m, "[3, 4]"));
@@ -301,16 +289,16 @@ TEST_CASE("view: validation of null pointers, extents and strides", "[core][view
   CHECK(e.size() == 0);
 
   float buf[8] = {};
-  const std::string ms = message_of<fusex::shape_error>([&] { fusex::make_view(buf, {2, 4}, {4, -1}); });
+  const std::string ms = thrown_message<fusex::shape_error>([&] { fusex::make_view(buf, {2, 4}, {4, -1}); });
   INFO(ms);
   CHECK(contains(ms, "negative stride"));
   CHECK(contains(ms, "[2, 4]"));
-  const std::string me = message_of<fusex::shape_error>([&] { fusex::make_view(buf, {2, -4}); });
+  const std::string me = thrown_message<fusex::shape_error>([&] { fusex::make_view(buf, {2, -4}); });
   INFO(me);
   CHECK(contains(me, "negative extent"));
   CHECK(contains(me, "[2, -4]"));
   // One stride per dimension.
-  const std::string mr = message_of<fusex::shape_error>([&] { fusex::make_view(buf, {2, 4}, {1}); });
+  const std::string mr = thrown_message<fusex::shape_error>([&] { fusex::make_view(buf, {2, 4}, {1}); });
   INFO(mr);
   CHECK(contains(mr, "[2, 4]"));
 }
@@ -355,7 +343,7 @@ TEST_CASE("view::slice", "[core][view]") {
   CHECK(empty.shape() == shape_t{3, 0});
   CHECK(empty.empty());
 
-  const std::string m = message_of<fusex::shape_error>([&] { v.slice(1, 0, 6); });
+  const std::string m = thrown_message<fusex::shape_error>([&] { v.slice(1, 0, 6); });
   INFO(m);
   CHECK(contains(m, "[3, 5]"));
   CHECK_THROWS_AS(v.slice(1, 3, 2), fusex::shape_error);
@@ -381,7 +369,7 @@ TEST_CASE("view::transpose, t and permute", "[core][view]") {
   CHECK(m.t().shape() == shape_t{6, 4});
   CHECK(m.t().strides() == strides_t{1, 6});
   CHECK(m.t().t().strides() == m.strides());
-  const std::string mt = message_of<fusex::shape_error>([&] { v.t(); });
+  const std::string mt = thrown_message<fusex::shape_error>([&] { v.t(); });
   INFO(mt);
   CHECK(contains(mt, "[2, 3, 4]"));
 
@@ -416,7 +404,7 @@ TEST_CASE("view::reshape of contiguous data", "[core][view]") {
   CHECK(one.reshape({}).rank() == 0);
   CHECK(one.reshape({}).reshape({1}).shape() == shape_t{1});
 
-  const std::string m = message_of<fusex::shape_error>([&] { v.reshape({5, 5}); });
+  const std::string m = thrown_message<fusex::shape_error>([&] { v.reshape({5, 5}); });
   INFO(m);
   CHECK(contains(m, "[2, 3, 4]"));
   CHECK(contains(m, "[5, 5]"));
@@ -425,7 +413,7 @@ TEST_CASE("view::reshape of contiguous data", "[core][view]") {
   CHECK_THROWS_AS(v.reshape({-2, 12}), fusex::shape_error);
 
   // A non-contiguous view cannot be reshaped.
-  const std::string mc = message_of<fusex::shape_error>([&] { v.transpose(0, 1).reshape({24}); });
+  const std::string mc = thrown_message<fusex::shape_error>([&] { v.transpose(0, 1).reshape({24}); });
   INFO(mc);
   CHECK(contains(mc, "contiguous"));
   CHECK(contains(mc, "[3, 2, 4]"));
@@ -450,7 +438,7 @@ TEST_CASE("view::broadcast_to", "[core][view]") {
   // A transposed view keeps its strides where extents match.
   CHECK(fusex::make_view(p, {4, 3}).t().broadcast_to({2, 3, 4}).strides() == strides_t{0, 1, 3});
 
-  const std::string m = message_of<fusex::shape_error>([&] { fusex::make_view(p, {3, 2}).broadcast_to({3, 4}); });
+  const std::string m = thrown_message<fusex::shape_error>([&] { fusex::make_view(p, {3, 2}).broadcast_to({3, 4}); });
   INFO(m);
   CHECK(contains(m, "[3, 2]"));
   CHECK(contains(m, "[3, 4]"));
@@ -486,7 +474,7 @@ TEST_CASE("view::expand_dims and squeeze", "[core][view]") {
   CHECK(b.squeeze(-2).shape() == shape_t{3, 4});
   CHECK(a.squeeze(0).data() == p);
   CHECK(c.squeeze(2).shape() == shape_t{3, 4});
-  const std::string m = message_of<fusex::shape_error>([&] { b.squeeze(0); });
+  const std::string m = thrown_message<fusex::shape_error>([&] { b.squeeze(0); });
   INFO(m);
   CHECK(contains(m, "[3, 1, 4]"));
   CHECK_THROWS_AS(b.squeeze(3), fusex::shape_error);

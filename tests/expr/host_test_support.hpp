@@ -383,18 +383,6 @@ host_array<T> sparse_array(std::size_t n) {
 
 // --- exceptions ------------------------------------------------------------------------------------
 
-/// The message of the exception of type Ex that f() throws; fails the test when nothing is thrown
-/// (an exception of another type propagates and fails the test too).
-template <class Ex, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Ex& e) {
-    return e.what();
-  }
-  FAIL("expected an exception, none was thrown");
-  return {};
-}
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -352,7 +352,7 @@ TEST_CASE("a destination overlapping an input other than element for element is 
   SECTION("shifted by one element") {
     const auto dst = fusex::make_view(buf.data() + 1, {n});
     const auto src = fusex::make_view<const float>(buf.data(), {n});
-    const std::string m = message_of<fusex::invalid_argument>([&] { fusex::host::eval(dst, src + 1); });
+    const std::string m = thrown_message<fusex::invalid_argument>([&] { fusex::host::eval(dst, src + 1); });
     INFO(m);
     CHECK(contains(m, "[7]"));
     CHECK(contains(m, "overlaps"));
@@ -366,7 +366,7 @@ TEST_CASE("a destination overlapping an input other than element for element is 
     host_array<float> grid(M * NN);
     const auto G = grid.view({M, NN});
     const std::string m =
-        message_of<fusex::invalid_argument>([&] { fusex::host::eval(G.slice(0, 1, M), G.slice(0, 0, M - 1) + 1); });
+        thrown_message<fusex::invalid_argument>([&] { fusex::host::eval(G.slice(0, 1, M), G.slice(0, 0, M - 1) + 1); });
     INFO(m);
     CHECK(contains(m, "[5, 10]"));
   }
@@ -375,7 +375,7 @@ TEST_CASE("a destination overlapping an input other than element for element is 
     const auto Q = sq.view({4, 4});
     CHECK_THROWS_AS(fusex::host::eval(Q, Q.t() + 0), fusex::invalid_argument);
     // Row 0 is read by every row while row 0 is being written.
-    const std::string m = message_of<fusex::invalid_argument>([&] { fusex::host::eval(Q, Q.slice(0, 0, 1) + 1); });
+    const std::string m = thrown_message<fusex::invalid_argument>([&] { fusex::host::eval(Q, Q.slice(0, 0, 1) + 1); });
     INFO(m);
     CHECK(contains(m, "[4, 4]"));
     CHECK(contains(m, "[1, 4]"));
@@ -414,7 +414,7 @@ TEST_CASE("a destination whose elements share memory is rejected", "[eval][overl
   poison(buf);
   const auto x = filled<float>(9, 1.0);
   // Stride 0 over 4 elements.
-  const std::string m = message_of<fusex::invalid_argument>(
+  const std::string m = thrown_message<fusex::invalid_argument>(
       [&] { fusex::host::eval(fusex::make_view(buf.data(), {4}, {0}), x.cview({4})); });
   INFO(m);
   CHECK(contains(m, "[4]"));
@@ -438,13 +438,13 @@ TEST_CASE("shapes that do not broadcast and wrong destination shapes throw shape
 
   SECTION("operands that do not broadcast") {
     const auto e = A + B;  // building the expression is fine; evaluating it is not
-    const std::string m = message_of<fusex::shape_error>([&] { fusex::host::eval(out.view({3, 4}), e); });
+    const std::string m = thrown_message<fusex::shape_error>([&] { fusex::host::eval(out.view({3, 4}), e); });
     INFO(m);
     CHECK(contains(m, "[3, 4]"));
     CHECK(contains(m, "[5]"));
     CHECK_THROWS_AS(fusex::explain(out.view({3, 4}), e), fusex::shape_error);
     // Deeper in the tree, under other ops.
-    const std::string m2 = message_of<fusex::shape_error>(
+    const std::string m2 = thrown_message<fusex::shape_error>(
         [&] { fusex::host::eval(out.view({3, 4}), fusex::exp(A * 2) + fusex::relu(c.cview({2, 2}))); });
     INFO(m2);
     CHECK(contains(m2, "[3, 4]"));
@@ -454,11 +454,11 @@ TEST_CASE("shapes that do not broadcast and wrong destination shapes throw shape
                     fusex::shape_error);
   }
   SECTION("a destination of the wrong shape") {
-    const std::string m = message_of<fusex::shape_error>([&] { fusex::host::eval(out.view({4, 3}), A + 1); });
+    const std::string m = thrown_message<fusex::shape_error>([&] { fusex::host::eval(out.view({4, 3}), A + 1); });
     INFO(m);
     CHECK(contains(m, "[3, 4]"));
     CHECK(contains(m, "[4, 3]"));
-    const std::string m2 = message_of<fusex::shape_error>([&] { fusex::host::eval(out.view({4}), A); });
+    const std::string m2 = thrown_message<fusex::shape_error>([&] { fusex::host::eval(out.view({4}), A); });
     INFO(m2);
     CHECK(contains(m2, "[3, 4]"));
     CHECK(contains(m2, "[4]"));
@@ -471,7 +471,7 @@ TEST_CASE("shapes that do not broadcast and wrong destination shapes throw shape
   }
   SECTION("a null pointer with a non-zero size is rejected when the view is made") {
     float* null = nullptr;
-    const std::string m = message_of<fusex::invalid_argument>([&] { fusex::host::eval(fusex::make_view(null, {3, 4}), A); });
+    const std::string m = thrown_message<fusex::invalid_argument>([&] { fusex::host::eval(fusex::make_view(null, {3, 4}), A); });
     INFO(m);
     CHECK(contains(m, "[3, 4]"));
   }
@@ -553,7 +553,7 @@ TEST_CASE("multi-output: fusex::tie evaluates one expression per destination", "
     host_array<float> s(M * NN), p(M * NN);
     poison(s);
     poison(p);
-    const std::string m = message_of<fusex::shape_error>(
+    const std::string m = thrown_message<fusex::shape_error>(
         [&] { fusex::host::eval(fusex::tie(s.view({M, NN}), p.view({NN, M})), A, A); });
     INFO(m);
     CHECK(contains(m, "[6, 10]"));

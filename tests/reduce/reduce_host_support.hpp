@@ -539,18 +539,7 @@ double acc_roundoff() {
   return std::is_same_v<T, double> ? unit_roundoff<double>() : unit_roundoff<float>();
 }
 
-// --- exceptions ------------------------------------------------------------------------------------
-
-template <class Ex, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Ex& e) {
-    return e.what();
-  }
-  FAIL("expected an exception, none was thrown");
-  return {};
-}
+// --- exceptions (thrown_message<E>() is in tests/support/fusex_catch.hpp) ---------------------------
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
