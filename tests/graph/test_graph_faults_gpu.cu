@@ -283,23 +283,13 @@ TEST_CASE("gpu graph faults: side streams must join back", "[gpu][graph][faults]
   // join() of a stream that is not part of the capture is an error, and so is forking the origin.
   {
     fusex::graph_capture cap(s, no_pool());
-    try {
-      cap.join(s2);
-      FAIL("join() of a stream outside the capture must throw");
-    } catch (const fusex::invalid_argument& err) {
-      const std::string m = err.what();
-      INFO(m);
-      CHECK(m.find("graph_capture::join") != std::string::npos);
-      CHECK(m.find("is not part of this capture") != std::string::npos);
-    }
-    try {
-      cap.fork(s);
-      FAIL("fork() of the origin stream must throw");
-    } catch (const fusex::invalid_argument& err) {
-      const std::string m = err.what();
-      INFO(m);
-      CHECK(m.find("graph_capture::fork: the side stream is the origin stream") != std::string::npos);
-    }
+    const std::string mj = thrown_message<fusex::invalid_argument>([&] { cap.join(s2); });
+    INFO(mj);
+    CHECK(mj.find("graph_capture::join") != std::string::npos);
+    CHECK(mj.find("is not part of this capture") != std::string::npos);
+    const std::string mf = thrown_message<fusex::invalid_argument>([&] { cap.fork(s); });
+    INFO(mf);
+    CHECK(mf.find("graph_capture::fork: the side stream is the origin stream") != std::string::npos);
   }
   check_stream_usable(s);
 }
@@ -317,15 +307,10 @@ TEST_CASE("gpu graph faults: a graph_exec whose memory was released cannot be la
   }
   g.launch(s);
   // A graph that holds a graph-private pool is launched on a stream the caller created.
-  try {
-    g.launch(cudaStreamLegacy);
-    FAIL("launching a graph with a private pool on the legacy default stream must throw");
-  } catch (const fusex::invalid_argument& err) {
-    const std::string m = err.what();
-    INFO(m);
-    CHECK(m.find("graph_exec::launch") != std::string::npos);
-    CHECK(m.find("cudaStreamLegacy") != std::string::npos);
-  }
+  const std::string m = thrown_message<fusex::invalid_argument>([&] { g.launch(cudaStreamLegacy); });
+  INFO(m);
+  CHECK(m.find("graph_exec::launch") != std::string::npos);
+  CHECK(m.find("cudaStreamLegacy") != std::string::npos);
   g.release_memory();
   CHECK(g.released());
   CHECK(g.memory_bytes() == 0);
