@@ -316,7 +316,8 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
                                   ? "; static path: roles and strides known at compile time"
                                   : "; roles tested at run time") +
                              ")"
-                       : std::string()) +
+                       : (R.reread_why != nullptr ? ", row re-read per pass (" + std::string(R.reread_why) + ")"
+                                                  : std::string())) +
              (R.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n");
       elementwise_layout L;
       L.shape = R.full;

@@ -214,49 +214,98 @@ __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_par
 
 // --- the cached path: each thread's row_cache_chunks(W) vectors of the row live in registers ----
 
-template <int W, int k, class Index, class Tup, class Acc, class Set, std::size_t... I>
-__device__ FUSEX_FORCEINLINE void cached_accumulate(const Tup& rs, Acc& acc, const row_params<Index>& p, Index row,
-                                                    bool active, int lane, const std::uint64_t* slots, const Set& set,
-                                                    std::index_sequence<I...>) {
+template <class Op, class T, class = void>
+struct has_two_level : std::false_type {};
+template <class Op, class T>
+struct has_two_level<Op, T, std::void_t<decltype(std::declval<const Op&>().template pre_identity<T>())>> : std::true_type {};
+
+// Loads chunk k of one reduction's operand from the cached row and hands its W values (and the
+// index of the first) to f, if the chunk is in the row.
+template <int W, int k, class Index, class R, class Set, class Acc, class F>
+__device__ FUSEX_FORCEINLINE void cached_visit(const R& r, const row_params<Index>& p, Index row, bool active, int lane,
+                                               const std::uint64_t* slots, const Set& set, Acc& acc, const F& f) {
   const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
   if (!active || j >= p.cols / W) return;
   coord<Index, 2> c;
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  const cached_row_context<k, Set> ctx{{slots}, &set};
-  (row_lift<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
+  const auto v = r.child.template load<W>(c, cached_row_context<k, Set>{{slots}, &set});
+  f(acc, v.v, static_cast<std::int64_t>(j) * W);
 }
 
-// Combines one chunk's accumulators into another's (fixed order: deterministic).
-template <class... R, class Tup, std::size_t... I>
-__device__ FUSEX_FORCEINLINE void combine_into(const cuda::std::tuple<const R*...>& rs, Tup& acc, const Tup& part,
-                                               std::index_sequence<I...>) {
-  ((cuda::std::get<I>(acc) = cuda::std::get<I>(rs)->op.template combine<typename R::input_type>(cuda::std::get<I>(acc),
-                                                                                               cuda::std::get<I>(part))),
-   ...);
+// A balanced tree over the chunks' accumulators (chunk counts are powers of two, so partials of
+// equal size meet), in fixed order: deterministic. The result is in a[0].
+template <int N, class Acc, class Combine>
+__device__ FUSEX_FORCEINLINE void combine_chunks(Acc (&a)[N], const Combine& combine) {
+  FUSEX_UNROLL
+  for (int w = 1; w < N; w *= 2) {
+    FUSEX_UNROLL
+    for (int k = 0; k + w < N; k += 2 * w) a[k] = combine(a[k], a[k + w]);
+  }
 }
 
-template <int W, class Index, class Set, class... R, std::size_t... I, int... K>
+/// One reduction over the cached row. One accumulator per chunk (independent chains:
+/// instruction-level parallelism), combined in chunk order, then over the group. Where the op has
+/// a two-level form (logsumexp, var, std) and the row is in registers, a second sweep over the
+/// registers is cheaper than the one-pass combine: the maximum first, then a plain sum of
+/// exp(x - max) with no rescaling (the combine's two exps per merge are most of a softmax's
+/// exps); the mean first, then a plain sum of squared deviations (no Welford merges).
+template <int W, class Index, class R, class Set, int... K>
+__device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Index>& p, Index row, bool active, int lane,
+                                                std::uint64_t* slots, unsigned char* scratch, const Set& set,
+                                                std::integer_sequence<int, K...>) {
+  using T = typename R::input_type;
+  using Op = typename R::op_type;
+  constexpr int N = static_cast<int>(sizeof...(K));
+  if constexpr (has_two_level<Op, T>::value) {
+    using C = typename Op::template pre_acc<T>;
+    C a[N];
+    FUSEX_UNROLL
+    for (int k = 0; k < N; ++k) a[k] = r.op.template pre_identity<T>();
+    const auto pre = [&](C& acc, const compute_t<T>(&x)[W], std::int64_t) { acc = r.op.template pre_lift_vec<T, W>(x); };
+    (cached_visit<W, K>(r, p, row, active, lane, slots, set, a[K], pre), ...);
+    const auto pre_combine = [&](const C& x, const C& y) { return r.op.template pre_combine<T>(x, y); };
+    combine_chunks(a, pre_combine);
+    const C first = r.op.template pre_finish<T>(group_reduce(a[0], pre_combine, p.tpr, reinterpret_cast<C*>(scratch)),
+                                                static_cast<std::int64_t>(p.cols));
+    C b[N];
+    FUSEX_UNROLL
+    for (int k = 0; k < N; ++k) b[k] = C(0);
+    const auto post = [&](C& acc, const compute_t<T>(&x)[W], std::int64_t) {
+      acc = r.op.template post_lift_vec<T, W>(x, first);
+    };
+    (cached_visit<W, K>(r, p, row, active, lane, slots, set, b[K], post), ...);
+    const auto add = [](const C& x, const C& y) { return x + y; };
+    combine_chunks(b, add);
+    const C second = group_reduce(b[0], add, p.tpr, reinterpret_cast<C*>(scratch));
+    if (active && lane == 0) {
+      const auto out = r.op.template finish_two_level<T>(first, second, static_cast<std::int64_t>(p.cols));
+      std::uint64_t bits = 0;
+      memcpy(&bits, &out, sizeof(out));
+      slots[r.slot] = bits;
+    }
+  } else {
+    using Acc = row_acc_t<R>;
+    Acc a[N];
+    FUSEX_UNROLL
+    for (int k = 0; k < N; ++k) a[k] = r.op.template identity<T>();
+    // Each chunk's accumulator starts from its own lift, with no combine against the identity.
+    const auto lift = [&](Acc& acc, const compute_t<T>(&x)[W], std::int64_t first) { acc = lift_vec<T, W>(r.op, x, first); };
+    (cached_visit<W, K>(r, p, row, active, lane, slots, set, a[K], lift), ...);
+    combine_chunks(a, [&](const Acc& x, const Acc& y) { return r.op.template combine<T>(x, y); });
+    row_publish(r, a[0], p, active, lane, slots, scratch);
+  }
+}
+
+// The reductions of one nesting level over the cached row, one after the other (their operands
+// are registers, so separate sweeps cost no memory traffic).
+template <int W, class Index, class Set, class... R, std::size_t... I, class Chunks>
 __device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
                                               bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
-                                              const Set& set, std::index_sequence<I...> is, std::integer_sequence<int, K...>) {
-  // One accumulator per chunk: the chunks are independent chains (instruction-level
-  // parallelism), combined in chunk order at the end.
-  using acc_tuple = cuda::std::tuple<row_acc_t<R>...>;
-  acc_tuple acc[sizeof...(K)];
-  FUSEX_UNROLL
-  for (int k = 0; k < static_cast<int>(sizeof...(K)); ++k)
-    acc[k] = acc_tuple{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
-  (cached_accumulate<W, K>(rs, acc[K], p, row, active, lane, slots, set, is), ...);
-  // A balanced tree (chunk counts are powers of two): equal-sized partials meet.
-  FUSEX_UNROLL
-  for (int w = 1; w < static_cast<int>(sizeof...(K)); w *= 2) {
-    FUSEX_UNROLL
-    for (int k = 0; k + w < static_cast<int>(sizeof...(K)); k += 2 * w) combine_into(rs, acc[k], acc[k + w], is);
-  }
-  (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc[0]), p, active, lane, slots, scratch), ...);
-  __syncthreads();
+                                              const Set& set, std::index_sequence<I...>, Chunks chunks) {
+  (cached_reduce<W>(*cuda::std::get<I>(rs), p, row, active, lane, slots, scratch, set, chunks), ...);
+  __syncthreads();  // the results are visible to the whole group before the next pass reads them
 }
 
 template <int W, int L, class Index, class CExpr, class Set, class Chunks>

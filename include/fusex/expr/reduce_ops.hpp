@@ -250,6 +250,33 @@ struct variance {
     }
     return {C(W), m, m2};
   }
+  // The two-level form (used where the row is in registers; see has_two_level): the mean, then
+  // the sum of squared deviations from it.
+  template <class T> using pre_acc = detail::float_acc<float_of_t<T>>;
+  template <class T> FUSEX_HD pre_acc<T> pre_identity() const { return pre_acc<T>(0); }
+  template <class T, int W> FUSEX_HD pre_acc<T> pre_lift_vec(const compute_t<T> (&x)[W]) const {
+    pre_acc<T> s = static_cast<pre_acc<T>>(x[0]);
+    FUSEX_UNROLL
+    for (int l = 1; l < W; ++l) s += static_cast<pre_acc<T>>(x[l]);
+    return s;
+  }
+  template <class T> FUSEX_HD pre_acc<T> pre_combine(pre_acc<T> a, pre_acc<T> b) const { return a + b; }
+  template <class T> FUSEX_HD pre_acc<T> pre_finish(pre_acc<T> a, std::int64_t n) const {
+    return a / static_cast<pre_acc<T>>(n);
+  }
+  template <class T, int W> FUSEX_HD pre_acc<T> post_lift_vec(const compute_t<T> (&x)[W], pre_acc<T> mean) const {
+    pre_acc<T> s = pre_acc<T>(0);
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) {
+      const pre_acc<T> d = static_cast<pre_acc<T>>(x[l]) - mean;
+      s += d * d;
+    }
+    return s;
+  }
+  template <class T>
+  FUSEX_HD compute_t<result<T>> finish_two_level(pre_acc<T> mean, pre_acc<T> m2, std::int64_t n) const {
+    return finish<T>(acc<T>{static_cast<pre_acc<T>>(n), mean, m2}, n);
+  }
   template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
     using C = detail::float_acc<float_of_t<T>>;
     const C denom = a.count - static_cast<C>(correction);
@@ -316,6 +343,34 @@ struct logsumexp {
     }
     if (nan) return {cuda::std::numeric_limits<C>::quiet_NaN(), C(1)};
     return {m, s};
+  }
+  // The two-level form (used where the row is in registers; see has_two_level): the maximum
+  // (NaN propagating), then the sum of exp(x - max) with no rescaling. The maximum itself takes
+  // exp(0) = 1, also at +-inf, as in lift_vec.
+  template <class T> using pre_acc = detail::float_acc<float_of_t<T>>;
+  template <class T> FUSEX_HD pre_acc<T> pre_identity() const { return -cuda::std::numeric_limits<pre_acc<T>>::infinity(); }
+  template <class T> FUSEX_HD pre_acc<T> pre_combine(pre_acc<T> a, pre_acc<T> b) const {
+    return (a > b || fusex::detail::math::isnan(a)) ? a : b;
+  }
+  template <class T, int W> FUSEX_HD pre_acc<T> pre_lift_vec(const compute_t<T> (&x)[W]) const {
+    pre_acc<T> m = static_cast<pre_acc<T>>(x[0]);
+    FUSEX_UNROLL
+    for (int l = 1; l < W; ++l) m = pre_combine<T>(m, static_cast<pre_acc<T>>(x[l]));
+    return m;
+  }
+  template <class T> FUSEX_HD pre_acc<T> pre_finish(pre_acc<T> a, std::int64_t) const { return a; }
+  template <class T, int W> FUSEX_HD pre_acc<T> post_lift_vec(const compute_t<T> (&x)[W], pre_acc<T> m) const {
+    pre_acc<T> s = pre_acc<T>(0);
+    FUSEX_UNROLL
+    for (int l = 0; l < W; ++l) {
+      const pre_acc<T> v = static_cast<pre_acc<T>>(x[l]);
+      s += fusex::detail::math::exp(v == m ? pre_acc<T>(0) : v - m);
+    }
+    return s;
+  }
+  template <class T>
+  FUSEX_HD compute_t<result<T>> finish_two_level(pre_acc<T> m, pre_acc<T> s, std::int64_t) const {
+    return static_cast<compute_t<result<T>>>(m + fusex::detail::math::log(s));
   }
   template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
     return static_cast<compute_t<result<T>>>(a.max + fusex::detail::math::log(a.sum));
