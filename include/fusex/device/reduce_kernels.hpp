@@ -114,7 +114,7 @@ __device__ FUSEX_FORCEINLINE Acc group_reduce(Acc v, const Combine& combine, int
   __syncthreads();
   // Every warp reduces its group's per-warp results: lane i holds warp i's (lanes past the
   // group's warp count only pair with each other, their values are never used).
-  const int wpr = tpr / 32, first = (warp / wpr) * wpr;
+  const int wpr = tpr / 32, first = warp & ~(wpr - 1);  // (wpr a power of two: no division)
   Acc r = scratch[first + (lane < wpr ? lane : 0)];
   for (int o = wpr / 2; o > 0; o >>= 1) r = combine(r, shfl_xor(r, o));
   return shfl_index(r, 0);

@@ -344,13 +344,15 @@ struct logsumexp {
     if (nan) return {cuda::std::numeric_limits<C>::quiet_NaN(), C(1)};
     return {m, s};
   }
-  // The two-level form (used where the row is in registers; see has_two_level): the maximum
-  // (NaN propagating), then the sum of exp(x - max) with no rescaling. The maximum itself takes
-  // exp(0) = 1, also at +-inf, as in lift_vec.
+  // The two-level form (used where the row is in registers; see has_two_level): the maximum m
+  // (NaN propagating), then the sum of exp(x - m) with no rescaling. An infinite m shifts by 0
+  // instead (one test per row, not a select per element as in lift_vec): at +inf the sum is
+  // +inf or more and the result +inf; at -inf every element is -inf, the sum 0 and the result
+  // -inf, as the one-pass form gives.
   template <class T> using pre_acc = detail::float_acc<float_of_t<T>>;
   template <class T> FUSEX_HD pre_acc<T> pre_identity() const { return -cuda::std::numeric_limits<pre_acc<T>>::infinity(); }
   template <class T> FUSEX_HD pre_acc<T> pre_combine(pre_acc<T> a, pre_acc<T> b) const {
-    return (a > b || fusex::detail::math::isnan(a)) ? a : b;
+    return fusex::detail::math::max_nan(a, b);
   }
   template <class T, int W> FUSEX_HD pre_acc<T> pre_lift_vec(const compute_t<T> (&x)[W]) const {
     pre_acc<T> m = static_cast<pre_acc<T>>(x[0]);
@@ -358,19 +360,18 @@ struct logsumexp {
     for (int l = 1; l < W; ++l) m = pre_combine<T>(m, static_cast<pre_acc<T>>(x[l]));
     return m;
   }
-  template <class T> FUSEX_HD pre_acc<T> pre_finish(pre_acc<T> a, std::int64_t) const { return a; }
-  template <class T, int W> FUSEX_HD pre_acc<T> post_lift_vec(const compute_t<T> (&x)[W], pre_acc<T> m) const {
+  template <class T> FUSEX_HD pre_acc<T> pre_finish(pre_acc<T> m, std::int64_t) const {
+    return m - m == m - m ? m : (fusex::detail::math::isnan(m) ? m : pre_acc<T>(0));  // +-inf: 0
+  }
+  template <class T, int W> FUSEX_HD pre_acc<T> post_lift_vec(const compute_t<T> (&x)[W], pre_acc<T> shift) const {
     pre_acc<T> s = pre_acc<T>(0);
     FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) {
-      const pre_acc<T> v = static_cast<pre_acc<T>>(x[l]);
-      s += fusex::detail::math::exp(v == m ? pre_acc<T>(0) : v - m);
-    }
+    for (int l = 0; l < W; ++l) s += fusex::detail::math::exp(static_cast<pre_acc<T>>(x[l]) - shift);
     return s;
   }
   template <class T>
-  FUSEX_HD compute_t<result<T>> finish_two_level(pre_acc<T> m, pre_acc<T> s, std::int64_t) const {
-    return static_cast<compute_t<result<T>>>(m + fusex::detail::math::log(s));
+  FUSEX_HD compute_t<result<T>> finish_two_level(pre_acc<T> shift, pre_acc<T> s, std::int64_t) const {
+    return static_cast<compute_t<result<T>>>(shift + fusex::detail::math::log(s));
   }
   template <class T> FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
     return static_cast<compute_t<result<T>>>(a.max + fusex::detail::math::log(a.sum));
