@@ -581,6 +581,16 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     INFO(epilogue_only);
     CHECK(contains(epilogue_only, "row kept in registers"));
     CHECK_FALSE(contains(epilogue_only, "re-read"));
+    // Broadcast operands inside a reduction (a [cols] vector, a [rows, 1] scale) are a few cached
+    // lines, not a second stream: the row stays in registers.
+    host_array<float> per_row(8);
+    const auto pr = per_row.cview(fusex::shape_t{8, 1});
+    for (const std::string& p : {fusex::explain(ov, fusex::softmax(xv * gv)), fusex::explain(ov, fusex::softmax(xv * pr)),
+                                 fusex::explain(ov, fusex::layer_norm(xv + gv))}) {
+      INFO(p);
+      CHECK(contains(p, "row kept in registers"));
+      CHECK_FALSE(contains(p, "re-read"));
+    }
   }
   {
     // The common forms: the planner's roles for the real operands are the ones the structure
@@ -751,4 +761,90 @@ TEST_CASE("host: few short rows get one vector per thread, many rows about 16 el
   }
   CHECK(contains(forced, "16 threads per row"));
   CHECK(contains(forced, "row kept in registers"));
+}
+
+namespace {
+// The two-level form of a reduction as the row kernel's cached path runs it (chunks of W values,
+// a pairwise tree over them, the first result finished, then the second sweep), and the one-pass
+// form (lift_vec and combine), on the host: both must agree, special values included.
+template <class Op, int W>
+float two_level(const Op& op, const std::vector<float>& x) {
+  using C = typename Op::template pre_acc<float>;
+  C pre = op.template pre_identity<float>();
+  for (std::size_t i = 0; i < x.size(); i += W) {
+    float v[W];
+    for (int l = 0; l < W; ++l) v[l] = x[i + static_cast<std::size_t>(l)];
+    pre = op.template pre_combine<float>(pre, op.template pre_lift_vec<float, W>(v));
+  }
+  const auto n = static_cast<std::int64_t>(x.size());
+  const C first = op.template pre_finish<float>(pre, n);
+  C post = C(0);
+  for (std::size_t i = 0; i < x.size(); i += W) {
+    float v[W];
+    for (int l = 0; l < W; ++l) v[l] = x[i + static_cast<std::size_t>(l)];
+    post += op.template post_lift_vec<float, W>(v, first);
+  }
+  return op.template finish_two_level<float>(first, post, n);
+}
+template <class Op, int W>
+float one_pass(const Op& op, const std::vector<float>& x) {
+  auto acc = op.template identity<float>();
+  for (std::size_t i = 0; i < x.size(); i += W) {
+    float v[W];
+    for (int l = 0; l < W; ++l) v[l] = x[i + static_cast<std::size_t>(l)];
+    acc = op.template combine<float>(acc, op.template lift_vec<float, W>(v, static_cast<std::int64_t>(i)));
+  }
+  return op.template finish<float>(acc, static_cast<std::int64_t>(x.size()));
+}
+}  // namespace
+
+TEST_CASE("host: the two-level forms of logsumexp and var agree with the one-pass forms, special values included",
+          "[reduce][host][two_level]") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = 3e38f;
+  std::vector<std::vector<float>> rows = {
+      {0.5f, -1.25f, 2.0f, 3.5f, -0.75f, 1.0f, 0.25f, -2.5f},
+      {inf, 1.0f, 2.0f, 3.0f, -1.0f, 0.0f, 5.0f, 6.0f},
+      {-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf},
+      {-inf, 1.0f, 2.0f, -inf, 3.0f, -inf, 4.0f, 0.5f},
+      {1.0f, nan, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f},
+      {inf, -inf, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f},
+      {big, big, big, big, big, big, big, big},  // var: 0, not an overflowed NaN
+      {big, -big, big, -big, 1.0f, 2.0f, 3.0f, 4.0f},
+      {80.0f, 85.0f, 88.0f, 88.5f, -100.0f, 70.0f, 60.0f, 87.0f},  // exp would overflow unshifted
+      std::vector<float>(4096, 1.5f),  // the longest cached row, constant
+  };
+  std::vector<float> ramp(4096);
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<float>(i % 97) * 0.37f - 11.0f;
+  rows.push_back(ramp);
+  auto same = [](float a, float b, double tol) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+    if (std::isinf(a) || std::isinf(b)) return a == b;
+    return std::abs(double(a) - double(b)) <= tol * std::max(1.0, std::abs(double(b)));
+  };
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const auto& x = rows[r];
+    INFO("row " << r);
+    const fusex::reduce_ops::logsumexp lse{};
+    const float l2 = two_level<fusex::reduce_ops::logsumexp, 4>(lse, x), l1 = one_pass<fusex::reduce_ops::logsumexp, 4>(lse, x);
+    INFO("logsumexp two-level " << l2 << ", one-pass " << l1);
+    CHECK(same(l2, l1, 1e-6));
+    for (const double correction : {0.0, 1.0}) {
+      fusex::reduce_ops::variance<0> var{};
+      var.correction = correction;
+      const float v2 = two_level<fusex::reduce_ops::variance<0>, 4>(var, x), v1 = one_pass<fusex::reduce_ops::variance<0>, 4>(var, x);
+      INFO("var (correction " << correction << ") two-level " << v2 << ", one-pass " << v1);
+      CHECK(same(v2, v1, 1e-5));
+    }
+  }
+  // The special rows' expected values, independently of the one-pass form.
+  const fusex::reduce_ops::logsumexp lse{};
+  CHECK(two_level<fusex::reduce_ops::logsumexp, 4>(lse, rows[1]) == inf);
+  CHECK(two_level<fusex::reduce_ops::logsumexp, 4>(lse, rows[2]) == -inf);
+  CHECK(std::isnan(two_level<fusex::reduce_ops::logsumexp, 4>(lse, rows[4])));
+  fusex::reduce_ops::variance<0> pop{};
+  pop.correction = 0;
+  CHECK(two_level<fusex::reduce_ops::variance<0>, 4>(pop, rows[6]) == 0.0f);
+  CHECK(std::isnan(two_level<fusex::reduce_ops::variance<0>, 4>(pop, rows[5])));  // inf - inf
+  CHECK(two_level<fusex::reduce_ops::variance<0>, 4>(pop, rows[9]) == 0.0f);
 }

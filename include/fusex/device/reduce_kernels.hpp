@@ -259,6 +259,8 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
   using Op = typename R::op_type;
   constexpr int N = static_cast<int>(sizeof...(K));
   if constexpr (has_two_level<Op, T>::value) {
+    static_assert(std::int64_t{N} * W * row_max_threads <= Op::two_level_max_count,
+                  "fusex: internal: a cached row longer than the op's two-level form allows");
     using C = typename Op::template pre_acc<T>;
     C a[N];
     FUSEX_UNROLL

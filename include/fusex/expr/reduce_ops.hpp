@@ -251,18 +251,22 @@ struct variance {
     return {C(W), m, m2};
   }
   // The two-level form (used where the row is in registers; see has_two_level): the mean, then
-  // the sum of squared deviations from it.
+  // the sum of squared deviations from it. The first sweep sums x / 2^12 (exact scaling), so it
+  // cannot overflow where the values do not (as lift_vec's x / W), for rows of at most
+  // two_level_max_count elements: the register cache's largest row (checked where it is used).
+  static constexpr int two_level_max_count = 4096;
   template <class T> using pre_acc = detail::float_acc<float_of_t<T>>;
   template <class T> FUSEX_HD pre_acc<T> pre_identity() const { return pre_acc<T>(0); }
   template <class T, int W> FUSEX_HD pre_acc<T> pre_lift_vec(const compute_t<T> (&x)[W]) const {
-    pre_acc<T> s = static_cast<pre_acc<T>>(x[0]);
+    constexpr pre_acc<T> scale = pre_acc<T>(1) / pre_acc<T>(two_level_max_count);
+    pre_acc<T> s = static_cast<pre_acc<T>>(x[0]) * scale;
     FUSEX_UNROLL
-    for (int l = 1; l < W; ++l) s += static_cast<pre_acc<T>>(x[l]);
+    for (int l = 1; l < W; ++l) s += static_cast<pre_acc<T>>(x[l]) * scale;
     return s;
   }
   template <class T> FUSEX_HD pre_acc<T> pre_combine(pre_acc<T> a, pre_acc<T> b) const { return a + b; }
   template <class T> FUSEX_HD pre_acc<T> pre_finish(pre_acc<T> a, std::int64_t n) const {
-    return a / static_cast<pre_acc<T>>(n);
+    return a / static_cast<pre_acc<T>>(n) * static_cast<pre_acc<T>>(two_level_max_count);
   }
   template <class T, int W> FUSEX_HD pre_acc<T> post_lift_vec(const compute_t<T> (&x)[W], pre_acc<T> mean) const {
     pre_acc<T> s = pre_acc<T>(0);
@@ -349,6 +353,7 @@ struct logsumexp {
   // instead (one test per row, not a select per element as in lift_vec): at +inf the sum is
   // +inf or more and the result +inf; at -inf every element is -inf, the sum 0 and the result
   // -inf, as the one-pass form gives.
+  static constexpr int two_level_max_count = 1 << 30;  // (no limit of its own)
   template <class T> using pre_acc = detail::float_acc<float_of_t<T>>;
   template <class T> FUSEX_HD pre_acc<T> pre_identity() const { return -cuda::std::numeric_limits<pre_acc<T>>::infinity(); }
   template <class T> FUSEX_HD pre_acc<T> pre_combine(pre_acc<T> a, pre_acc<T> b) const {
