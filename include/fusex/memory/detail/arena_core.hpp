@@ -640,12 +640,15 @@ class basic_arena : private cache_owner {
   // ---------------------------------------------------------------------------------------------
   // Checks and messages.
 
+  // The test is inline (it runs on every call); the message is built out of line, so the hot
+  // paths do not carry the string code's register saves.
   static void check_alignment(std::size_t alignment, std::size_t bytes, const char* what) {
-    if (!is_pow2(alignment) || alignment > arena_max_alignment) {
-      throw invalid_argument(std::string("fusex::arena: ") + what + " of " + std::to_string(bytes) +
-                             " bytes with alignment " + std::to_string(alignment) +
-                             ": the alignment must be a power of two up to " + std::to_string(arena_max_alignment));
-    }
+    if (!is_pow2(alignment) || alignment > arena_max_alignment) throw_bad_alignment(alignment, bytes, what);
+  }
+  [[noreturn]] static void throw_bad_alignment(std::size_t alignment, std::size_t bytes, const char* what) {
+    throw invalid_argument(std::string("fusex::arena: ") + what + " of " + std::to_string(bytes) +
+                           " bytes with alignment " + std::to_string(alignment) +
+                           ": the alignment must be a power of two up to " + std::to_string(arena_max_alignment));
   }
 
   void check_pool_stream(cudaStream_t s, const char* what) const {
@@ -709,8 +712,19 @@ class basic_arena : private cache_owner {
   // Thread caches.
 
   thread_cache* my_cache() {
+    // The arena this thread used last: a trivially initialised thread_local, so no TLS guard; the
+    // lookup in the table is out of line (its register saves would otherwise tax every call).
+    const tls_last_cache& last = last_thread_cache;
+    if (last.owner == id_) return static_cast<thread_cache*>(last.cache);
+    return my_cache_slow();
+  }
+  thread_cache* my_cache_slow() {
+    tls_last_cache& last = last_thread_cache;
     tls_cache_table& t = thread_cache_table();
-    if (void* c = t.find(id_)) return static_cast<thread_cache*>(c);
+    if (void* c = t.find(id_)) {
+      last = tls_last_cache{id_, c};
+      return static_cast<thread_cache*>(c);
+    }
     thread_cache* c = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -724,6 +738,7 @@ class basic_arena : private cache_owner {
       }
     }
     t.add(id_, c);
+    last = tls_last_cache{id_, c};
     return c;
   }
 

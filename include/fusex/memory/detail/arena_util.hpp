@@ -62,8 +62,15 @@ inline std::size_t size_class_of(std::size_t bytes) noexcept {
 class spinlock {
  public:
   void lock() noexcept {
-    for (int spins = 0;; ++spins) {
-      if (!flag_.exchange(true, std::memory_order_acquire)) return;
+    if (!flag_.exchange(true, std::memory_order_acquire)) return;  // uncontended: inline
+    lock_contended();
+  }
+  bool try_lock() noexcept { return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire); }
+  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+ private:
+  void lock_contended() noexcept {
+    for (int spins = 0;;) {
       while (flag_.load(std::memory_order_relaxed)) {
         if (++spins > 64) {
           std::this_thread::yield();
@@ -72,12 +79,9 @@ class spinlock {
           pause();
         }
       }
+      if (!flag_.exchange(true, std::memory_order_acquire)) return;
     }
   }
-  bool try_lock() noexcept { return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire); }
-  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
-
- private:
   static void pause() noexcept {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
     __builtin_ia32_pause();

@@ -41,6 +41,14 @@ inline cache_registry& arena_registry() {
   return *r;
 }
 
+/// The calling thread's most recent {arena id -> cache} lookup, checked before the table. Arena ids
+/// are never reused, so an entry can only go stale by its thread exiting (the table clears it).
+struct tls_last_cache {
+  std::uint64_t owner;
+  void* cache;
+};
+inline thread_local tls_last_cache last_thread_cache{0, nullptr};
+
 class tls_cache_table {
  public:
   tls_cache_table() : thread_(thread_serial()) {}
@@ -79,6 +87,7 @@ class tls_cache_table {
   }
 
   ~tls_cache_table() {
+    last_thread_cache = tls_last_cache{0, nullptr};
     cache_registry& r = arena_registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     auto give_back = [&](const slot& s) {
