@@ -28,13 +28,23 @@
 
 namespace {
 
-enum allocator_kind : int { arena_default = 0, arena_capture_always = 1, cuda_async = 2, cuda_malloc = 3, arena_lazy = 4 };
+// arena_lazy_coarse_stats: lazy, with the in-use counter published every 256 MiB instead of 4 MiB
+// (arena_options::stats_batch_bytes): isolates what the statistics cost a 64 MiB pair.
+enum allocator_kind : int {
+  arena_default = 0,
+  arena_capture_always = 1,
+  cuda_async = 2,
+  cuda_malloc = 3,
+  arena_lazy = 4,
+  arena_lazy_coarse_stats = 5
+};
 
 const char* name_of(int k) {
   switch (k) {
     case arena_default: return "arena";
     case arena_capture_always: return "arena(capture_check=always)";
     case arena_lazy: return "arena(free_event=lazy)";
+    case arena_lazy_coarse_stats: return "arena(free_event=lazy, stats_batch_bytes=256 MiB)";
     case cuda_async: return "cudaMallocAsync";
     default: return "cudaMalloc";
   }
@@ -69,7 +79,20 @@ fusex::arena& bench_arena(int kind) {
     o.free_events = fusex::free_event::lazy;  // no event at the free: the thread caches serve reuse
     return new fusex::arena(o);
   }();
-  return kind == arena_capture_always ? *always : kind == arena_lazy ? *lazy : *fast;
+  static fusex::arena* coarse = [] {
+    fusex::arena_options o;
+    o.capture = fusex::capture_check::announced;
+    o.thorough_checks = false;
+    o.free_events = fusex::free_event::lazy;
+    o.stats_batch_bytes = std::size_t{256} << 20;
+    return new fusex::arena(o);
+  }();
+  switch (kind) {
+    case arena_capture_always: return *always;
+    case arena_lazy: return *lazy;
+    case arena_lazy_coarse_stats: return *coarse;
+    default: return *fast;
+  }
 }
 
 struct allocator {
@@ -79,6 +102,7 @@ struct allocator {
     switch (kind) {
       case arena_default:
       case arena_lazy:
+      case arena_lazy_coarse_stats:
       case arena_capture_always: return bench_arena(kind).allocate_async(bytes, 256, s);
       case cuda_async: FUSEX_CUDA_CHECK(cudaMallocAsync(&p, bytes, s)); return p;
       default: FUSEX_CUDA_CHECK(cudaMalloc(&p, bytes)); return p;
@@ -88,6 +112,7 @@ struct allocator {
     switch (kind) {
       case arena_default:
       case arena_lazy:
+      case arena_lazy_coarse_stats:
       case arena_capture_always: bench_arena(kind).deallocate_async(p, bytes, 256, s); return;
       case cuda_async: FUSEX_CUDA_CHECK(cudaFreeAsync(p, s)); return;
       default: FUSEX_CUDA_CHECK(cudaFree(p)); return;
@@ -222,6 +247,7 @@ BENCHMARK(BM_pair)
     ->ArgsProduct({{arena_default, arena_lazy, arena_capture_always, cuda_async, cuda_malloc},
                    {1 << 10, 1 << 20, 64 << 20, 0}})
     ->UseRealTime();
+BENCHMARK(BM_pair)->ArgNames({"allocator", "bytes"})->Args({arena_lazy_coarse_stats, 64 << 20})->UseRealTime();
 BENCHMARK(BM_threads)
     ->ArgNames({"allocator"})
     ->Args({arena_default})
