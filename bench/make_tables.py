@@ -15,8 +15,14 @@ def table(path):
            f"GPU: {ctx.get('gpu', '?')}; date: {ctx.get('date', '?')}; commit: {ctx.get('commit', '?')}", "",
            "| benchmark | time (us) | GB/s | ratio to copy | host us/call |",
            "| --- | ---: | ---: | ---: | ---: |"]
-    for b in data.get("benchmarks", []):
-        if b.get("run_type") == "aggregate":
+    benchmarks = data.get("benchmarks", [])
+    # With --benchmark_repetitions the file holds every repetition and the aggregates: print the
+    # medians only.
+    medians = any(b.get("aggregate_name") == "median" for b in benchmarks)
+    for b in benchmarks:
+        if medians and b.get("aggregate_name") != "median":
+            continue
+        if not medians and b.get("run_type") == "aggregate":
             continue
         t = b.get("real_time", 0)
         unit = b.get("time_unit", "us")
@@ -24,8 +30,9 @@ def table(path):
         gbps = b.get("GBps")
         ratio = b.get("copy_ratio")
         host = b.get("host_us_per_call")
-        out.append("| {} | {:.2f} | {} | {} | {} |".format(
-            b["name"], t * scale,
+        us = t * scale
+        out.append("| {} | {} | {} | {} | {} |".format(
+            b["name"], f"{us:.3f}" if us < 1 else f"{us:.2f}",
             f"{gbps:.0f}" if gbps is not None else "",
             f"{ratio:.3f}" if ratio is not None else "",
             f"{host:.3f}" if host is not None else ""))
