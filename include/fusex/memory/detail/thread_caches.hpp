@@ -41,8 +41,10 @@ inline cache_registry& arena_registry() {
   return *r;
 }
 
-/// The calling thread's most recent {arena id -> cache} lookup, checked before the table. Arena ids
-/// are never reused, so an entry can only go stale by its thread exiting (the table clears it).
+/// The calling thread's most recent {arena id -> cache} lookup, checked before the table. An entry
+/// goes stale when its arena is destroyed, harmlessly: arena ids come from one process-wide counter
+/// and are never reused, so no later arena matches it and its cache pointer is never followed. The
+/// other way a cache leaves its thread, the thread's exit, clears the entry (the table does).
 struct tls_last_cache {
   std::uint64_t owner;
   void* cache;
