@@ -59,40 +59,22 @@ cudaStream_t main_stream() {
   return s;
 }
 
-fusex::arena& bench_arena(int kind) {
-  static fusex::arena* fast = [] {
-    fusex::arena_options o;
-    o.capture = fusex::capture_check::announced;
-    o.thorough_checks = false;
-    return new fusex::arena(o);
-  }();
-  static fusex::arena* always = [] {
-    fusex::arena_options o;
-    o.capture = fusex::capture_check::always;
-    o.thorough_checks = false;
-    return new fusex::arena(o);
-  }();
-  static fusex::arena* lazy = [] {
-    fusex::arena_options o;
-    o.capture = fusex::capture_check::announced;
-    o.thorough_checks = false;
+fusex::arena* make_arena(int kind) {
+  fusex::arena_options o;
+  o.capture = kind == arena_capture_always ? fusex::capture_check::always : fusex::capture_check::announced;
+  o.thorough_checks = false;
+  if (kind == arena_lazy || kind == arena_lazy_coarse_stats) {
     o.free_events = fusex::free_event::lazy;  // no event at the free: the thread caches serve reuse
-    return new fusex::arena(o);
-  }();
-  static fusex::arena* coarse = [] {
-    fusex::arena_options o;
-    o.capture = fusex::capture_check::announced;
-    o.thorough_checks = false;
-    o.free_events = fusex::free_event::lazy;
-    o.stats_batch_bytes = std::size_t{256} << 20;
-    return new fusex::arena(o);
-  }();
-  switch (kind) {
-    case arena_capture_always: return *always;
-    case arena_lazy: return *lazy;
-    case arena_lazy_coarse_stats: return *coarse;
-    default: return *fast;
   }
+  if (kind == arena_lazy_coarse_stats) o.stats_batch_bytes = std::size_t{256} << 20;
+  return new fusex::arena(o);
+}
+
+// One arena per kind, made on first use (thread-safe static initialisation) and never destroyed.
+fusex::arena& bench_arena(int kind) {
+  static fusex::arena* const arenas[] = {make_arena(arena_default), make_arena(arena_capture_always), nullptr,
+                                         nullptr, make_arena(arena_lazy), make_arena(arena_lazy_coarse_stats)};
+  return *arenas[kind];
 }
 
 struct allocator {
