@@ -96,6 +96,7 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
       operand_layout& o = pe.ops[k++];
       o.data = li.data;
       o.elem_size = li.elem_size;
+      o.compute_size = li.compute_size;
       o.dtype = li.dtype;
       o.shape = li.shape;
       o.strides = li.strides;

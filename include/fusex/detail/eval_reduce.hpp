@@ -137,6 +137,7 @@ void leaves_in_space(const E& e, const shape_t& s, std::array<operand_layout, N>
     operand_layout& o = ops[static_cast<std::size_t>(k++)];
     o.data = li.data;
     o.elem_size = li.elem_size;
+    o.compute_size = li.compute_size;
     o.dtype = li.dtype;
     o.shape = li.shape;
     o.strides = li.strides;
@@ -404,6 +405,7 @@ row_operands<E::leaf_count> gather_row_operands(const view<T>& dst, const E& exp
     operand_layout& o = ro.ops[static_cast<std::size_t>(k)];
     o.data = li.data;
     o.elem_size = li.elem_size;
+    o.compute_size = li.compute_size;
     o.dtype = li.dtype;
     o.shape = li.shape;
     o.strides = li.strides;

@@ -69,6 +69,16 @@ template <class Index, int V, class Expr>
 inline constexpr bool row_cache_possible =
     V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;
 
+template <class L>
+struct all_two_byte;
+template <class... T>
+struct all_two_byte<type_list<T...>> : std::bool_constant<(sizeof...(T) > 0) && ((sizeof(T) == 2) && ...)> {};
+/// Blocks per SM the static row kernel's registers are capped for. Rows of 2-byte types (half,
+/// bfloat16) hold half the bytes per thread in flight that float rows do, so they need more
+/// resident blocks to keep memory busy: capped at six blocks of 256 threads (40 registers).
+template <bool Static, class Expr>
+inline constexpr int row_min_blocks = Static && all_two_byte<leaf_types_t<Expr>>::value ? 6 : 1;
+
 #if defined(__CUDACC__)
 /// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one
 /// __shfl*_sync of a 32-bit word.
@@ -322,12 +332,17 @@ __device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_p
 template <int W, int k, class Index, class CExpr, class Set>
 __device__ FUSEX_FORCEINLINE void cached_fill(const CExpr& ce, const row_params<Index>& p, Index row, bool active, int lane,
                                               Set& set) {
+  // Branch-free: a chunk outside the row (or a row past the end) loads row 0's first vector
+  // instead, which the passes and the epilogue never use. Every chunk's registers are then
+  // written on every path, so the conversion of half and bfloat16 to float happens once here; a
+  // conditional fill left the raw values merged across paths, and each pass converted them again
+  // (measured in the SASS of a bf16 softmax: a shift per element and pass).
   const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
-  if (!active || j >= p.cols / W) return;
+  const bool in = active && j < p.cols / W;
   coord<Index, 2> c;
   c.rank = 2;
-  c.c[0] = row;
-  c.c[1] = j * W;
+  c.c[0] = in ? row : Index{0};
+  c.c[1] = in ? j * W : Index{0};
   fill_cached<k>(ce, c, set);
 }
 
@@ -400,7 +415,8 @@ __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const
 /// the leaves' roles and unit strides as compile-time facts. A kernel of its own, not a branch of
 /// the other: registers are allocated per kernel, and the generic paths need more.
 template <class Index, int V, bool Static, class Out, class Expr>
-__global__ void __launch_bounds__(row_max_threads) row_kernel(const row_params<Index> p, const Out out, const Expr expr) {
+__global__ void __launch_bounds__(row_max_threads, row_min_blocks<Static, Expr>)
+    row_kernel(const row_params<Index> p, const Out out, const Expr expr) {
   pdl_begin();
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
   extern __shared__ std::uint64_t row_slots[];

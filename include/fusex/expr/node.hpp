@@ -41,6 +41,7 @@ struct leaf_info {
   shape_t shape;
   strides_t strides;
   bool in_reduction = false;  // inside a reduction's operand (its index space is the unreduced one)
+  int compute_size = 0;       // bytes of its compute type (the row kernel's register cache holds it)
 };
 }  // namespace detail
 
@@ -67,7 +68,7 @@ struct leaf_node : detail::expr_base {
   template <class F>
   void visit_leaves(F& f) const {
     f(detail::leaf_info{v.data(), static_cast<int>(sizeof(value_type)), dtype_name<value_type>(), v.shape(),
-                        v.strides(), false});
+                        v.strides(), false, static_cast<int>(sizeof(compute_t<value_type>))});
   }
 };
 

@@ -21,6 +21,7 @@ namespace fusex::detail {
 struct operand_layout {
   const void* data = nullptr;
   int elem_size = 0;
+  int compute_size = 0;  ///< bytes of the compute type (half and bfloat16 compute in float)
   const char* dtype = "";
   shape_t shape;
   strides_t strides;

@@ -290,9 +290,13 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   for (int i = 1; i < n_ops; ++i) {
     bool seen = false;
     for (int j = 1; j < i && !seen; ++j) seen = std::strcmp(ops[i].dtype, ops[j].dtype) == 0;
-    if (!seen) cache_bytes += ops[i].elem_size * chunks * L.vector_width;
+    // The cache holds the compute type (half and bfloat16 as float), as the kernel allocates it.
+    const int bytes = ops[i].compute_size > ops[i].elem_size ? ops[i].compute_size : ops[i].elem_size;
+    if (!seen) cache_bytes += bytes * chunks * L.vector_width;
   }
-  L.cached = row_tuning_state().cache && L.vector_width > 1 && !L.index64 && cache_bytes <= row_cache_budget_bytes &&
+  // cols > 0: the cached path's loads are branch-free (a chunk outside the row reads the first
+  // vector of row 0 instead), so the row must have one.
+  L.cached = row_tuning_state().cache && L.cols > 0 && L.vector_width > 1 && !L.index64 && cache_bytes <= row_cache_budget_bytes &&
              L.cols / L.vector_width <= std::int64_t{chunks} * L.tpr;
   if (L.cached) {
     bool eligible[64] = {};

@@ -262,15 +262,18 @@ using leaf_types_t = typename leaf_types_into<E, type_list<>>::type;
 template <class L>
 struct type_list_bytes;
 template <class... T>
-struct type_list_bytes<type_list<T...>> : std::integral_constant<int, (0 + ... + static_cast<int>(sizeof(T)))> {};
-/// Bytes of one element of each distinct leaf type (the cached row keeps one vector set per type).
+struct type_list_bytes<type_list<T...>>
+    : std::integral_constant<int, (0 + ... + static_cast<int>(sizeof(compute_t<T>)))> {};
+/// Bytes of one cached element of each distinct leaf type (the cached row keeps one vector set per
+/// type, in the compute type).
 template <class E>
 struct leaf_type_bytes : type_list_bytes<leaf_types_t<E>> {};
 
-/// One leaf type's cached vectors: K chunks of W elements per thread.
+/// One leaf type's cached vectors: K chunks of W elements per thread, in the compute type (half and
+/// bfloat16 are converted once, when the row is loaded, not in each pass that reads it).
 template <class T, int W, int K>
 struct leaf_cache {
-  vec<T, W> v[K];
+  vec<compute_t<T>, W> v[K];
 };
 template <class T, class... Ts>
 struct type_index;
@@ -321,7 +324,7 @@ struct cached_leaf_eval {
     if (mode == leaf_cache_owner) {
       const auto raw = leaf.template load_raw<W, Dense>(c);
 FUSEX_UNROLL
-      for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = raw.v[l];
+      for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = convert<compute_type>(raw.v[l]);
     } else if (mode == leaf_prefetch) {
       leaf.prefetch(c);
     }
@@ -332,11 +335,7 @@ FUSEX_UNROLL
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
     if (mode != leaf_cache_owner && mode != leaf_cache_reader) return leaf.template load<V, Dense>(c, ctx);
-    const auto& cached = ctx.set->template get<raw_type>().v[Ctx::chunk];
-    vec<compute_type, V> r;
-FUSEX_UNROLL
-    for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(cached.v[l]);
-    return r;
+    return ctx.set->template get<raw_type>().v[Ctx::chunk];
   }
 };
 
