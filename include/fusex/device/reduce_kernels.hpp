@@ -70,14 +70,16 @@ inline constexpr bool row_cache_possible =
     V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;
 
 template <class L>
-struct all_two_byte;
-template <class... T>
-struct all_two_byte<type_list<T...>> : std::bool_constant<(sizeof...(T) > 0) && ((sizeof(T) == 2) && ...)> {};
-/// Blocks per SM the static row kernel's registers are capped for. Rows of 2-byte types (half,
-/// bfloat16) hold half the bytes per thread in flight that float rows do, so they need more
-/// resident blocks to keep memory busy: capped at six blocks of 256 threads (40 registers).
+struct one_two_byte_type : std::false_type {};
+template <class T>
+struct one_two_byte_type<type_list<T>> : std::bool_constant<sizeof(T) == 2> {};
+/// Blocks per SM the static row kernel's registers are capped for. Rows of one 2-byte type (half
+/// or bfloat16) hold half the bytes per thread in flight that float rows do, so they need more
+/// resident blocks to keep memory busy: capped at six blocks of 256 threads (40 registers; no
+/// spills in softmax, log_softmax, layer_norm, rms_norm). Expressions over several leaf types keep
+/// one register set per type and the compiler's choice.
 template <bool Static, class Expr>
-inline constexpr int row_min_blocks = Static && all_two_byte<leaf_types_t<Expr>>::value ? 6 : 1;
+inline constexpr int row_min_blocks = Static && one_two_byte_type<leaf_types_t<Expr>>::value ? 6 : 1;
 
 #if defined(__CUDACC__)
 /// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one

@@ -27,8 +27,8 @@ namespace fusex::detail {
 /// registers to keep its share of a row (row_cache_chunks vectors per leaf) on chip.
 inline constexpr int row_max_threads = 256;
 /// Vectors of a row each thread keeps in registers when the row is short enough (the cached
-/// path): about 16 elements per thread (4 float4 or 2 bf16x8 vectors; at most 4 vectors), so
-/// that the float values the passes compute from fit in registers beside them. With
+/// path): about 16 elements per thread (4 float4 or 2 bf16x8 vectors; at most 4 vectors), held
+/// as 16 values of the compute type (float for half and bf16) beside the passes' state. With
 /// row_max_threads threads per row that caches rows of up to 4096 columns.
 FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
   const int c = 16 / (vector_width > 0 ? vector_width : 1);

@@ -75,9 +75,9 @@ struct leaf_eval {
     return s;
   }
 
-  /// V stored elements at c, unconverted (the row kernel's register cache keeps them so: a bf16
-  /// row takes half the registers of its float values). `Dense`: the caller knows the innermost
-  /// stride is not 0 (no broadcast along the vectorised dimension), so there is nothing to test.
+  /// V stored elements at c, unconverted (the row kernel's fill converts them to the compute type
+  /// itself, once). `Dense`: the caller knows the innermost stride is not 0 (no broadcast along
+  /// the vectorised dimension), so there is nothing to test.
   template <int V, bool Dense = false, int R>
   FUSEX_HD FUSEX_FORCEINLINE vec<T, V> load_raw(const coord<Index, R>& c) const {
     const Index off = c.offset(stride);
