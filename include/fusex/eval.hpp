@@ -93,13 +93,7 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
                         dshape.str());
     }
     auto add_leaf = [&](const leaf_info& li) {
-      operand_layout& o = pe.ops[k++];
-      o.data = li.data;
-      o.elem_size = li.elem_size;
-      o.compute_size = li.compute_size;
-      o.dtype = li.dtype;
-      o.shape = li.shape;
-      o.strides = li.strides;
+      pe.ops[k++] = operand_from_leaf(li);
     };
     e.visit_leaves(add_leaf);
   };

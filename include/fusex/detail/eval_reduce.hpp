@@ -135,12 +135,7 @@ void leaves_in_space(const E& e, const shape_t& s, std::array<operand_layout, N>
   int k = first;
   auto add = [&](const leaf_info& li) {
     operand_layout& o = ops[static_cast<std::size_t>(k++)];
-    o.data = li.data;
-    o.elem_size = li.elem_size;
-    o.compute_size = li.compute_size;
-    o.dtype = li.dtype;
-    o.shape = li.shape;
-    o.strides = li.strides;
+    o = operand_from_leaf(li);
     for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
     if (!aligned_strides(li.shape, li.strides, s, o.s)) {
       throw shape_error("fusex: operand of shape " + li.shape.str() + " cannot be broadcast to " + s.str());
@@ -402,13 +397,7 @@ row_operands<E::leaf_count> gather_row_operands(const view<T>& dst, const E& exp
   ro.ops[0] = describe_operand(dst);
   int k = 1;
   auto add = [&](const leaf_info& li) {
-    operand_layout& o = ro.ops[static_cast<std::size_t>(k)];
-    o.data = li.data;
-    o.elem_size = li.elem_size;
-    o.compute_size = li.compute_size;
-    o.dtype = li.dtype;
-    o.shape = li.shape;
-    o.strides = li.strides;
+    ro.ops[static_cast<std::size_t>(k)] = operand_from_leaf(li);
     ro.inside[static_cast<std::size_t>(k)] = li.in_reduction;
     ++k;
   };

@@ -61,12 +61,7 @@ std::array<operand_layout, static_cast<std::size_t>(E::leaf_count) + 1> gemm_spa
   int k = 1;
   auto add = [&](const leaf_info& li) {
     operand_layout& o = ops[static_cast<std::size_t>(k++)];
-    o.data = li.data;
-    o.elem_size = li.elem_size;
-    o.compute_size = li.compute_size;
-    o.dtype = li.dtype;
-    o.shape = li.shape;
-    o.strides = li.strides;
+    o = operand_from_leaf(li);
   };
   e.visit_leaves(add);
   for (auto& o : ops) {

@@ -563,6 +563,18 @@ operand_layout describe_operand(const view<T>& v) {
   return o;
 }
 
+/// The planner's description of an expression leaf (strides in the space still to be planned).
+inline operand_layout operand_from_leaf(const leaf_info& li) {
+  operand_layout o;
+  o.data = li.data;
+  o.elem_size = li.elem_size;
+  o.compute_size = li.compute_size;
+  o.dtype = li.dtype;
+  o.shape = li.shape;
+  o.strides = li.strides;
+  return o;
+}
+
 /// A destination evaluator with the planned strides.
 template <class Index, class T>
 out_eval<T, Index> make_out_evaluator(const view<T>& v, const operand_layout& o) {
