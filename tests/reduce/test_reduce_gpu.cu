@@ -76,6 +76,15 @@ TEST_CASE("gpu: two-dimensional reduction paths (rows split across blocks, colum
   check_reduction<float>("sum columns", {1000, 1024}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
   check_reduction<float>("sum columns, odd count", {1000, 1023}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
   check_reduction<std::int32_t>("argmax columns, ties", {777, 256}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax, 1, 4);
+  // Column tiles narrower than a warp (1 to 16 vector columns: 128 down to 8 row groups), many
+  // splits with a ragged last one, Welford and ties across splits and row groups.
+  for (std::int64_t cols : std::vector<std::int64_t>{4, 8, 12, 32, 64}) {
+    check_reduction<float>("sum columns, narrow tile", {20011, cols}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
+  }
+  check_reduction<float>("var columns, split", {30001, 96}, 1u, [](auto x) { return fusex::var(x, 0); }, kind::var, -2, 3, 16);
+  check_reduction<std::int32_t>("argmax columns, ties across splits", {50000, 20}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax, 1, 3);
+  check_reduction<bfloat16>("mean bf16 columns, split", {9000, 264}, 1u, [](auto x) { return fusex::mean(x, 0); }, kind::mean, -1, 1, 16);
+  check_reduction<float>("sum columns, wide", {2048, 16384}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
   check_reduction<std::int32_t>("argmin rows split, ties", {2, 150000}, 2u, [](auto x) { return fusex::argmin(x, -1); }, kind::argmin, 1, 4);
   check_reduction<float>("amax middle axis (no fold)", {17, 300, 8}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1, 1);
   check_reduction<bfloat16>("sum bf16 axis 0 of 3-D", {64, 40, 16}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);

@@ -238,17 +238,30 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
     reduce2d_params<Index> p{};
     p.k_count = static_cast<Index>(sp.k_count);
     p.n_count = static_cast<Index>(sp.n_count);
-    std::int64_t splits = 1;
+    std::int64_t splits = 1, tiles = 0;
+    int lane_shift = 0;
     if (inner_reduced) {
       const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;
       const std::int64_t most = (sp.n_count + 4095) / 4096;
       splits = want < most ? want : most;
     } else {
-      const std::int64_t want = (2 * resident * W + sp.k_count - 1) / sp.k_count;
-      const std::int64_t most = sp.n_count / 16;
+      // Column tiles of `lanes` vectors, 256 / lanes row groups per block; splits of the rows
+      // until there are about two waves of blocks, each thread keeping at least two batches of
+      // loads, and few enough partials per output for the finishing kernel to read quickly.
+      const std::int64_t kv = sp.k_count / W;
+      while (lane_shift < 5 && (std::int64_t{1} << lane_shift) < kv) ++lane_shift;
+      tiles = (kv + (std::int64_t{1} << lane_shift) - 1) >> lane_shift;
+      const std::int64_t want = (2 * resident / 256 + tiles - 1) / tiles;
+      const std::int64_t most = sp.n_count / ((256 >> lane_shift) * 8);
       splits = want < most ? want : most;
+      if (splits > 256) splits = 256;
     }
     if (splits < 1) splits = 1;
+    if (!inner_reduced) {
+      p.span = static_cast<Index>((sp.n_count + splits - 1) / splits);
+      splits = (sp.n_count + static_cast<std::int64_t>(p.span) - 1) / static_cast<std::int64_t>(p.span);  // none empty
+      p.lane_shift = lane_shift;
+    }
     p.splits = static_cast<Index>(splits);
     Acc* partials = nullptr;
     if (splits > 1) {
@@ -261,11 +274,9 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
       launch_kernel("reduce_rows_kernel", &reduce_rows_kernel<Index, W, Op, decltype(child), Acc, R>, grid, dim3(256), 0,
                     dr.stream, dev, p, n.op, child, partials, out);
     } else {
-      std::int64_t blocks = (sp.k_count / W * splits + 255) / 256;
-      const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
-      if (blocks > cap) blocks = cap;
       launch_kernel("reduce_cols_kernel", &reduce_cols_kernel<Index, W, Op, decltype(child), Acc, R>,
-                    dim3(static_cast<unsigned>(blocks)), dim3(256), 0, dr.stream, dev, p, n.op, child, partials, out);
+                    dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(256), 0, dr.stream, dev, p,
+                    n.op, child, partials, out);
     }
     if (splits > 1 && inner_reduced) {
       const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
@@ -274,7 +285,7 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
                     dev, static_cast<Index>(sp.k_count), static_cast<Index>(splits), static_cast<Index>(sp.n_count),
                     true, n.op, static_cast<const Acc*>(partials), out);
     } else if (splits > 1) {
-      std::int64_t fb = (sp.k_count + 255) / 256;
+      std::int64_t fb = (sp.k_count + 31) / 32;
       const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
       if (fb > cap) fb = cap;
       launch_kernel("reduce_finish_cols_kernel", &reduce_finish_cols_kernel<Index, Op, T, Acc, R>,

@@ -544,6 +544,8 @@ struct reduce2d_params {
   Index k_count;  // outputs
   Index n_count;  // reduced elements per output
   Index splits;   // partial accumulators per output
+  Index span;     // column kernel: rows per split
+  int lane_shift; // column kernel: log2 of the vector columns per block
 };
 
 /// Reduction along rows of a [k_count, n_count] operand (the innermost dimension reduced, full
@@ -602,52 +604,98 @@ __global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce2d_params<
   }
 }
 
-/// Reduction along columns of an [n_count, k_count] operand (the innermost dimension kept): each
-/// thread owns W neighbouring outputs (one vector load per reduced row, W accumulators) and one
-/// of `splits` interleaved shares of the reduced rows. Requires k_count % W == 0.
+/// Reduction along columns of an [n_count, k_count] operand (the innermost dimension kept), grid
+/// (column tiles, splits). A block is `1 << lane_shift` vector columns (up to 32: a warp reads
+/// 512 contiguous bytes of a row) by 256 >> lane_shift row groups; each thread owns W neighbouring
+/// outputs and reads rows g, g + groups, ... of its split's contiguous range of `span` rows, four
+/// loads in flight. The block folds its row groups by a fixed tree in shared memory, so one
+/// partial per split and output leaves the block (the finishing kernel reads few of them).
+/// Requires k_count % W == 0.
 template <class Index, int W, class Op, class Child, class Acc, class OutT>
 __global__ void __launch_bounds__(256) reduce_cols_kernel(const reduce2d_params<Index> p, const Op op, const Child child,
                                                          Acc* partials, OutT* out) {
   pdl_begin();
   using T = typename Child::value_type;
-  const Index kv = p.k_count / W;
-  const Index total = kv * p.splits;
-  for (Index t = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
-       t += static_cast<Index>(gridDim.x) * blockDim.x) {
-    const Index kvi = t % kv, s = t / kv;
+  __shared__ alignas(16) unsigned char scratch[256 * sizeof(Acc)];
+  Acc* fold = reinterpret_cast<Acc*>(scratch);
+  const int lanes = 1 << p.lane_shift, groups = 256 >> p.lane_shift;
+  const int tid = static_cast<int>(threadIdx.x), g = tid >> p.lane_shift;
+  const Index kvi = static_cast<Index>(blockIdx.x) * static_cast<Index>(lanes) + static_cast<Index>(tid & (lanes - 1));
+  const bool active = kvi < p.k_count / W;
+  const Index first = static_cast<Index>(blockIdx.y) * p.span;
+  const Index last = p.n_count - first < p.span ? p.n_count : first + p.span;
+  Acc acc[W];
+  FUSEX_UNROLL
+  for (int l = 0; l < W; ++l) acc[l] = op.template identity<T>();
+  if (active) {
     coord<Index, 2> c;
     c.rank = 2;
     c.c[1] = kvi * W;
-    Acc acc[W];
-    FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) acc[l] = op.template identity<T>();
-#pragma unroll 4
-    for (Index n = s; n < p.n_count; n += p.splits) {
+    constexpr int U = 4;
+    const Index step = static_cast<Index>(groups);
+    Index n = first + static_cast<Index>(g);
+    for (; n + (U - 1) * step < last; n += U * step) {
+      vec<typename Child::compute_type, W> v[U];
+      FUSEX_UNROLL
+      for (int u = 0; u < U; ++u) {
+        coord<Index, 2> cu = c;
+        cu.c[0] = n + static_cast<Index>(u) * step;
+        v[u] = child.template load<W>(cu, no_context{});
+      }
+      FUSEX_UNROLL
+      for (int u = 0; u < U; ++u) {
+        FUSEX_UNROLL
+        for (int l = 0; l < W; ++l)
+          acc[l] = op.template combine<T>(acc[l], op.template lift<T>(v[u].v[l], static_cast<std::int64_t>(n + static_cast<Index>(u) * step)));
+      }
+    }
+    for (; n < last; n += step) {
       c.c[0] = n;
       const auto v = child.template load<W>(c, no_context{});
       FUSEX_UNROLL
       for (int l = 0; l < W; ++l) acc[l] = op.template combine<T>(acc[l], op.template lift<T>(v.v[l], static_cast<std::int64_t>(n)));
     }
-    FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) {
+  }
+  FUSEX_UNROLL
+  for (int l = 0; l < W; ++l) {
+    // Each thread writes and (in group 0) reads back only its own slot between the folds.
+    fold[tid] = acc[l];
+    __syncthreads();
+    for (int h = groups >> 1; h > 0; h >>= 1) {
+      if (g < h) fold[tid] = op.template combine<T>(fold[tid], fold[tid + (h << p.lane_shift)]);
+      __syncthreads();
+    }
+    if (g == 0 && active) {
       const Index k = kvi * W + static_cast<Index>(l);
-      if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(acc[l], static_cast<std::int64_t>(p.n_count)));
-      else partials[s * p.k_count + k] = acc[l];
+      if (gridDim.y == 1) out[k] = convert<OutT>(op.template finish<T>(fold[tid], static_cast<std::int64_t>(p.n_count)));
+      else partials[static_cast<Index>(blockIdx.y) * p.k_count + k] = fold[tid];
     }
   }
 }
 
-/// Combines the partials of the column kernel ([split][k] layout) in split order: one thread per
-/// output, so a warp's reads of each split's row of partials are coalesced.
+/// Combines the partials of the column kernel ([split][k] layout): a block per 32 outputs, warp
+/// w folding splits w, w + 8, ... in order (a warp's reads of a split's partials are coalesced),
+/// then the block folding its eight warps by a fixed tree.
 template <class Index, class Op, class T, class Acc, class OutT>
 __global__ void __launch_bounds__(256) reduce_finish_cols_kernel(const Index k_count, const Index splits, const Index n_count,
                                                                 const Op op, const Acc* partials, OutT* out) {
   pdl_begin();
-  for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < k_count;
-       k += static_cast<Index>(gridDim.x) * blockDim.x) {
-    Acc a = partials[k];
-    for (Index s = 1; s < splits; ++s) a = op.template combine<T>(a, partials[s * k_count + k]);
-    out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(n_count)));
+  __shared__ alignas(16) unsigned char scratch[256 * sizeof(Acc)];
+  Acc* fold = reinterpret_cast<Acc*>(scratch);
+  const int tid = static_cast<int>(threadIdx.x), w = tid / 32;
+  for (Index base = static_cast<Index>(blockIdx.x) * 32; base < k_count; base += static_cast<Index>(gridDim.x) * 32) {
+    const Index k = base + static_cast<Index>(tid % 32);
+    Acc a = op.template identity<T>();
+    if (k < k_count)
+      for (Index s = static_cast<Index>(w); s < splits; s += 8) a = op.template combine<T>(a, partials[s * k_count + k]);
+    __syncthreads();  // (the previous tile's readers are done with `fold`)
+    fold[tid] = a;
+    __syncthreads();
+    for (int h = 4; h > 0; h >>= 1) {
+      if (w < h) fold[tid] = op.template combine<T>(fold[tid], fold[tid + h * 32]);
+      __syncthreads();
+    }
+    if (w == 0 && k < k_count) out[k] = convert<OutT>(op.template finish<T>(fold[tid], static_cast<std::int64_t>(n_count)));
   }
 }
 
