@@ -13,9 +13,13 @@ def table(path):
     ctx = data.get("context", {})
     out = [f"#### `{os.path.basename(path)}`", "",
            f"GPU: {ctx.get('gpu', '?')}; date: {ctx.get('date', '?')}; commit: {ctx.get('commit', '?')}", "",
-           "| benchmark | time (us) | GB/s | ratio to copy | host us/call |",
-           "| --- | ---: | ---: | ---: | ---: |"]
+           ]
     benchmarks = data.get("benchmarks", [])
+    # Runs timed in a steady stream (fusex_bench::time_steady) also carry the time of one call
+    # timed alone from an idle stream.
+    single = any("single_call_us" in b for b in benchmarks)
+    out += ["| benchmark | time (us) | GB/s | ratio to copy | host us/call |" + (" one call alone (us) |" if single else ""),
+            "| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if single else "")]
     # With --benchmark_repetitions the file holds every repetition and the aggregates: print the
     # medians only.
     medians = any(b.get("aggregate_name") == "median" for b in benchmarks)
@@ -31,11 +35,15 @@ def table(path):
         ratio = b.get("copy_ratio")
         host = b.get("host_us_per_call")
         us = t * scale
-        out.append("| {} | {} | {} | {} | {} |".format(
+        row = "| {} | {} | {} | {} | {} |".format(
             b["name"], f"{us:.3f}" if us < 1 else f"{us:.2f}",
             f"{gbps:.0f}" if gbps is not None else "",
             f"{ratio:.3f}" if ratio is not None else "",
-            f"{host:.3f}" if host is not None else ""))
+            f"{host:.3f}" if host is not None else "")
+        if single:
+            one = b.get("single_call_us")
+            row += " {} |".format(f"{one:.2f}" if one is not None else "")
+        out.append(row)
     return "\n".join(out) + "\n"
 
 

@@ -44,7 +44,7 @@ std::map<std::size_t, double>& copy_bandwidth() {
 void bm_copy(benchmark::State& state) {
   const std::size_t bytes = static_cast<std::size_t>(state.range(0));
   device_buffer<std::uint8_t> a(bytes), b(bytes);
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
     FUSEX_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, bench_stream()));
   });
   const double moved = 2.0 * static_cast<double>(bytes);
@@ -68,7 +68,7 @@ void bm_relu_bias_fused(benchmark::State& state) {
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto bv = fusex::make_view(b.p, {cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
   fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs, copy_bw_for(rows * cols * sizeof(T)));
   fusex::detail::elementwise_tuning_state().waves = 0;
 }
@@ -80,7 +80,7 @@ void bm_relu_bias_unfused(benchmark::State& state) {
   auto bv = fusex::make_view(b.p, {cols});
   auto tv = fusex::make_view(t.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
     fusex::eval(tv, xv + bv, bench_stream());      // kernel 1: writes a temporary
     fusex::eval(yv, fusex::relu(tv), bench_stream());  // kernel 2: reads it back
   });
@@ -93,7 +93,7 @@ void bm_chain10(benchmark::State& state) {
   device_buffer<T> x(chain_n), y(chain_n);
   auto xv = fusex::make_view(x.p, {chain_n});
   auto yv = fusex::make_view(y.p, {chain_n});
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
     // ten ops: mul, add, sin, sub, exp, mul, tanh, sub, relu, mul
     fusex::eval(yv, fusex::relu(fusex::tanh(fusex::exp(fusex::sin(xv * 1.5f + 0.25f) - 0.5f) * 0.3f) - 0.1f) * 2.0f,
                 bench_stream());
@@ -116,7 +116,7 @@ void bm_chain10_raw(benchmark::State& state) {
   int sms = 0, dev = 0;
   FUSEX_CUDA_CHECK(cudaGetDevice(&dev));
   FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
     raw_chain10<<<sms * 8, 256, 0, bench_stream()>>>(x.p, y.p, chain_n);
     FUSEX_CUDA_CHECK(cudaGetLastError());
   });

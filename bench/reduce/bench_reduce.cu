@@ -54,7 +54,7 @@ std::map<std::int64_t, double>& copy_bw() {
 void bm_copy(benchmark::State& state) {
   const std::int64_t bytes = state.range(0);
   device_buffer<std::uint8_t> a(bytes, 1, 200), b(bytes, 1, 200);
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
     FUSEX_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, bench_stream()));
   });
   fusex_bench::report_bandwidth(state, 2.0 * double(bytes), secs, 0);
@@ -87,7 +87,7 @@ void bm_rows(benchmark::State& state) {
   device_buffer<T> r(W == layer_norm_residual_k ? rows * cols : 1);
   auto rv = fusex::make_view(r.p, {W == layer_norm_residual_k ? rows : 1, W == layer_norm_residual_k ? cols : 1});
   if (W == layer_norm_residual_k) bytes += double(rows * cols * sizeof(T));
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
     if constexpr (W == softmax_k) fusex::eval(yv, fusex::softmax(xv), bench_stream());
     else if constexpr (W == layer_norm_k) fusex::eval(yv, fusex::layer_norm(xv, gv, bv), bench_stream());
     else if constexpr (W == layer_norm_residual_k) fusex::eval(yv, fusex::layer_norm(xv + rv, gv, bv), bench_stream());
@@ -143,7 +143,7 @@ void bm_column_sum(benchmark::State& state) {
   device_buffer<float> x(rows * cols), y(cols);
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {cols});
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv, 0), bench_stream()); });
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv, 0), bench_stream()); });
   // Against the copy's bytes/s (read + write), like every other case.
   fusex_bench::report_bandwidth(state, double((rows * cols + cols) * 4), secs, copy_for(rows * cols * 4));
 }
@@ -154,7 +154,7 @@ void bm_full_sum_fusex(benchmark::State& state) {
   device_buffer<float> x(full_n), y(1);
   auto xv = fusex::make_view(x.p, {full_n});
   auto yv = fusex::make_view(y.p, {});
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv), bench_stream()); });
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv), bench_stream()); });
   // A reduction only reads: compare with half a copy's bytes/s (a copy reads and writes).
   fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4));
 }
@@ -165,7 +165,7 @@ void bm_full_sum_cub(benchmark::State& state) {
   FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, x.p, y.p, full_n, bench_stream()));
   void* temp = nullptr;
   FUSEX_CUDA_CHECK(cudaMalloc(&temp, temp_bytes));
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
     FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(temp, temp_bytes, x.p, y.p, full_n, bench_stream()));
   });
   fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4));

@@ -6,6 +6,7 @@
 #include <fusex/error.hpp>
 #include <fusex/memory/resource.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +37,49 @@ double time_with_events(benchmark::State& state, cudaStream_t stream, F&& body) 
   }
   FUSEX_CUDA_CHECK(cudaEventDestroy(start));
   FUSEX_CUDA_CHECK(cudaEventDestroy(stop));
+  return total;
+}
+
+/// Times `body()` (which enqueues work on `stream`) as the GPU runs it in a steady stream, the
+/// measure for bandwidth: in each benchmark iteration, from an idle stream, one call is timed
+/// alone (counter `single_call_us`: it includes the host's time to submit the call, which the
+/// idle GPU waits out), and while it runs `calls` more are submitted between two events; the
+/// manual time is their GPU time per call. Counter `host_us_per_call`: the host's time to submit
+/// one call. Returns the total timed seconds (per call, summed over the iterations).
+template <class F>
+double time_steady(benchmark::State& state, cudaStream_t stream, F&& body, int calls = 4) {
+  double total = 0, single = 0, host = 0;
+  cudaEvent_t e0, e1, e2;
+  FUSEX_CUDA_CHECK(cudaEventCreate(&e0));
+  FUSEX_CUDA_CHECK(cudaEventCreate(&e1));
+  FUSEX_CUDA_CHECK(cudaEventCreate(&e2));
+  body();
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (auto _ : state) {
+    FUSEX_CUDA_CHECK(cudaEventRecord(e0, stream));
+    body();
+    FUSEX_CUDA_CHECK(cudaEventRecord(e1, stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) body();
+    host += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    FUSEX_CUDA_CHECK(cudaEventRecord(e2, stream));
+    FUSEX_CUDA_CHECK(cudaEventSynchronize(e2));
+    float one = 0, many = 0;
+    FUSEX_CUDA_CHECK(cudaEventElapsedTime(&one, e0, e1));
+    FUSEX_CUDA_CHECK(cudaEventElapsedTime(&many, e1, e2));
+    const double per_call = static_cast<double>(many) / 1e3 / calls;
+    state.SetIterationTime(per_call);
+    total += per_call;
+    single += static_cast<double>(one) / 1e3;
+  }
+  FUSEX_CUDA_CHECK(cudaEventDestroy(e0));
+  FUSEX_CUDA_CHECK(cudaEventDestroy(e1));
+  FUSEX_CUDA_CHECK(cudaEventDestroy(e2));
+  const double n = static_cast<double>(state.iterations());
+  if (n > 0) {
+    state.counters["single_call_us"] = single / n * 1e6;
+    state.counters["host_us_per_call"] = host / (n * calls) * 1e6;
+  }
   return total;
 }
 

@@ -47,6 +47,7 @@ struct options {
   bool require_device = false;
   bool force_host = false;
   bool pdl = true;
+  bool tf32 = false;           // float32 GEMMs on TF32 tensor cores (every version)
   std::int64_t batch = 16;
   std::int64_t hidden = 256;
   std::int64_t layers = 100;   // MLP depth
@@ -104,6 +105,8 @@ void print_help(std::FILE* out) {
                "  --steps N         measured steps per version (default 200)\n"
                "  --warmup N        unmeasured steps first (default 10)\n"
                "  --no-pdl          no programmatic dependent launch in any version\n"
+               "  --tf32            let the float32 GEMMs of every version use TF32 tensor cores\n"
+               "                    (fusex::matmul_options::allow_tf32; off: float32-accurate products)\n"
                "  --json FILE       also write the results as JSON to FILE\n"
                "  --device N        the CUDA device to use (default 0)\n"
                "  --host            use the host backend even when a GPU is present\n"
@@ -170,6 +173,9 @@ options parse(int argc, char** argv, bool& exit_now, int& exit_code) {
     } else if (a == "--no-pdl") {
       no_value();
       o.pdl = false;
+    } else if (a == "--tf32") {
+      no_value();
+      o.tf32 = true;
     } else if (a == "--device") {
       o.device = static_cast<int>(parse_count(a, take(), 0, 1023));
     } else if (a == "--batch") {
@@ -400,8 +406,9 @@ class chain_workload : public workload {
 // One pre-LN transformer block with a single attention head, on [batch * seq, hidden].
 class transformer_workload : public workload {
  public:
-  transformer_workload(bool host, std::int64_t batch, std::int64_t seq, std::int64_t hidden)
-      : B_(batch), S_(seq), D_(hidden), F_(4 * hidden), T_(batch * seq), x_(host, T_ * D_), out_(host, T_ * D_),
+  transformer_workload(bool host, std::int64_t batch, std::int64_t seq, std::int64_t hidden,
+                       fusex::matmul_options mm)
+      : mm_(mm), B_(batch), S_(seq), D_(hidden), F_(4 * hidden), T_(batch * seq), x_(host, T_ * D_), out_(host, T_ * D_),
         g1_(host, D_), b1_(host, D_), g2_(host, D_), b2_(host, D_), wqkv_(host, 3 * D_ * D_), bqkv_(host, 3 * D_),
         wo_(host, D_ * D_), bo_(host, D_), w1_(host, F_ * D_), bf1_(host, F_), w2_(host, D_ * F_), bf2_(host, D_) {
     lcg r(2);
@@ -456,34 +463,35 @@ class transformer_workload : public workload {
     auto fv = v2(f.data(), T, F);
 
     b.eval(hv, fusex::layer_norm(x, g1, b1));
-    b.eval(qkvv, fusex::linear(hv, wqkv, bqkv));
+    b.eval(qkvv, fusex::linear(hv, wqkv, bqkv, mm_));
     if (fused) {
-      b.eval(sv, fusex::matmul(q, k.transpose(1, 2)) * scale);
+      b.eval(sv, fusex::matmul(q, k.transpose(1, 2), mm_) * scale);
       b.eval(pv, fusex::softmax(sv));
-      b.eval(a3, fusex::matmul(pv, v));
-      b.eval(x1v, x + fusex::linear(av, wo, bo));
+      b.eval(a3, fusex::matmul(pv, v, mm_));
+      b.eval(x1v, x + fusex::linear(av, wo, bo, mm_));
       b.eval(h2v, fusex::layer_norm(x1v, g2, b2));
-      b.eval(fv, fusex::gelu(fusex::linear(h2v, w1, bf1)));
-      b.eval(out, x1v + fusex::linear(fv, w2, bf2));
+      b.eval(fv, fusex::gelu(fusex::linear(h2v, w1, bf1, mm_)));
+      b.eval(out, x1v + fusex::linear(fv, w2, bf2, mm_));
     } else {
       temp s2(b, B * S * S), o(b, T * D), f2(b, T * F), o2(b, T * D);
       auto s2v = fusex::make_view(s2.data(), {B, S, S});
       auto ov = v2(o.data(), T, D), f2v = v2(f2.data(), T, F), o2v = v2(o2.data(), T, D);
-      b.eval(sv, fusex::matmul(q, k.transpose(1, 2)));
+      b.eval(sv, fusex::matmul(q, k.transpose(1, 2), mm_));
       b.eval(s2v, sv * scale);
       b.eval(pv, fusex::softmax(s2v));
-      b.eval(a3, fusex::matmul(pv, v));
-      b.eval(ov, fusex::linear(av, wo, bo));
+      b.eval(a3, fusex::matmul(pv, v, mm_));
+      b.eval(ov, fusex::linear(av, wo, bo, mm_));
       b.eval(x1v, x + ov);
       b.eval(h2v, fusex::layer_norm(x1v, g2, b2));
-      b.eval(fv, fusex::linear(h2v, w1, bf1));
+      b.eval(fv, fusex::linear(h2v, w1, bf1, mm_));
       b.eval(f2v, fusex::gelu(fv));
-      b.eval(o2v, fusex::linear(f2v, w2, bf2));
+      b.eval(o2v, fusex::linear(f2v, w2, bf2, mm_));
       b.eval(out, x1v + o2v);
     }
   }
 
  private:
+  fusex::matmul_options mm_;
   std::int64_t B_, S_, D_, F_, T_;
   param x_, out_, g1_, b1_, g2_, b2_, wqkv_, bqkv_, wo_, bo_, w1_, bf1_, w2_, bf2_;
 };
@@ -491,8 +499,8 @@ class transformer_workload : public workload {
 // `layers` x (Linear(hidden, hidden) + ReLU) on [batch, hidden].
 class mlp_workload : public workload {
  public:
-  mlp_workload(bool host, std::int64_t batch, std::int64_t hidden, std::int64_t layers)
-      : B_(batch), H_(hidden), x_(host, batch * hidden), out_(host, batch * hidden) {
+  mlp_workload(bool host, std::int64_t batch, std::int64_t hidden, std::int64_t layers, fusex::matmul_options mm)
+      : mm_(mm), B_(batch), H_(hidden), x_(host, batch * hidden), out_(host, batch * hidden) {
     lcg r(3);
     x_.fill(r, -1.0f, 1.0f);
     const float k = 1.0f / std::sqrt(static_cast<float>(hidden));  // PyTorch's default Linear init
@@ -522,11 +530,11 @@ class mlp_workload : public workload {
       auto w = v2(w_[i]->data(), H_, H_);
       auto bias = v1(b_[i]->data(), H_);
       if (fused) {
-        b.eval(next, fusex::relu(fusex::linear(cur, w, bias)));
+        b.eval(next, fusex::relu(fusex::linear(cur, w, bias, mm_)));
       } else {
         temp t(b, B_ * H_);  // Linear (GEMM with its bias, as addmm), then ReLU
         auto tv = v2(t.data(), B_, H_);
-        b.eval(tv, fusex::linear(cur, w, bias));
+        b.eval(tv, fusex::linear(cur, w, bias, mm_));
         b.eval(next, fusex::relu(tv));
       }
       cur = next;
@@ -535,6 +543,7 @@ class mlp_workload : public workload {
   }
 
  private:
+  fusex::matmul_options mm_;
   std::int64_t B_, H_;
   param x_, out_;
   std::vector<std::unique_ptr<param>> w_, b_;
@@ -542,8 +551,10 @@ class mlp_workload : public workload {
 
 std::unique_ptr<workload> make_workload(const std::string& name, bool host, const options& o) {
   if (name == "chain") return std::make_unique<chain_workload>(host, o.batch, o.hidden, o.blocks);
-  if (name == "transformer") return std::make_unique<transformer_workload>(host, o.batch, o.seq, o.hidden);
-  return std::make_unique<mlp_workload>(host, o.batch, o.hidden, o.layers);
+  fusex::matmul_options mm;
+  mm.allow_tf32 = o.tf32;
+  if (name == "transformer") return std::make_unique<transformer_workload>(host, o.batch, o.seq, o.hidden, mm);
+  return std::make_unique<mlp_workload>(host, o.batch, o.hidden, o.layers, mm);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -775,7 +786,8 @@ bool write_json(const std::string& file, const options& o, const std::string& de
   s += "  \"config\": {\"batch\": " + std::to_string(o.batch) + ", \"hidden\": " + std::to_string(o.hidden) +
        ", \"layers\": " + std::to_string(o.layers) + ", \"seq\": " + std::to_string(o.seq) +
        ", \"blocks\": " + std::to_string(o.blocks) + ", \"steps\": " + std::to_string(o.steps) +
-       ", \"warmup\": " + std::to_string(o.warmup) + ", \"pdl\": " + (o.pdl ? "true" : "false") + "},\n";
+       ", \"warmup\": " + std::to_string(o.warmup) + ", \"pdl\": " + (o.pdl ? "true" : "false") +
+       ", \"tf32\": " + (o.tf32 ? "true" : "false") + "},\n";
   s += "  \"workloads\": [\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const workload_result& wr = results[i];
@@ -847,8 +859,8 @@ int run(int argc, char** argv) {
     device = prop.name;
     std::printf("device %d: %s, sm_%d%d, %d SMs\n", o.device, prop.name, prop.major, prop.minor,
                 prop.multiProcessorCount);
-    std::printf("%d measured steps per version after %d warm-up steps; PDL %s for the fusex versions\n", o.steps,
-                o.warmup, o.pdl ? "on" : "off");
+    std::printf("%d measured steps per version after %d warm-up steps; PDL %s for the fusex versions; float32 GEMMs %s\n",
+                o.steps, o.warmup, o.pdl ? "on" : "off", o.tf32 ? "on TF32 tensor cores (--tf32)" : "in float32 (no TF32)");
   }
 
   std::vector<workload_result> results;

@@ -245,13 +245,19 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
       const std::int64_t most = (sp.n_count + 4095) / 4096;
       splits = want < most ? want : most;
     } else {
-      // Column tiles of `lanes` vectors, 256 / lanes row groups per block; splits of the rows
-      // until there are about two waves of blocks, each thread keeping at least two batches of
-      // loads, and few enough partials per output for the finishing kernel to read quickly.
+      // Column tiles of `lanes` vectors, 256 / lanes row groups per block; the rows split so that
+      // the grid is at most one wave of resident blocks (every block then runs from start to end
+      // beside the others: measured on the H200 at [4096, 16384] fp32, 1 wave 63.8 us, 1.94
+      // waves 65.0, 2.06 waves 68.5: a last partial wave of blocks that each read a long column
+      // range runs latency-bound), each thread keeping at least two batches of loads, and few
+      // enough partials per output for the finishing kernel to read quickly.
       const std::int64_t kv = sp.k_count / W;
       while (lane_shift < 5 && (std::int64_t{1} << lane_shift) < kv) ++lane_shift;
       tiles = (kv + (std::int64_t{1} << lane_shift) - 1) >> lane_shift;
-      const std::int64_t want = (2 * resident / 256 + tiles - 1) / tiles;
+      const std::int64_t wave =
+          std::int64_t{dev.sm_count} *
+          resident_blocks_per_sm<&reduce_cols_kernel<Index, W, Op, decltype(child), Acc, R>, 256>(dev);
+      const std::int64_t want = wave / tiles;
       const std::int64_t most = sp.n_count / ((256 >> lane_shift) * 8);
       splits = want < most ? want : most;
       if (splits > 256) splits = 256;

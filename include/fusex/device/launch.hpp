@@ -20,6 +20,7 @@ namespace fusex {
 
 namespace detail {
 struct device_properties {
+  int ordinal = 0;
   int sm_count = 0;
   int max_threads_per_sm = 0;
   int cc_major = 0;
@@ -36,6 +37,7 @@ inline const device_properties& device_info(int device) {
   }
   std::call_once(once[device], [device] {
     device_properties& p = cache[device];
+    p.ordinal = device;
     FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&p.sm_count, cudaDevAttrMultiProcessorCount, device));
     FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&p.max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
     FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&p.cc_major, cudaDevAttrComputeCapabilityMajor, device));
@@ -107,6 +109,22 @@ void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 
     throw cuda_error(err, what, __FILE__, __LINE__);
   }
   note_launch();  // fusex::launch_monitor
+}
+
+/// Blocks of `Block` threads (no dynamic shared memory) of `Kernel` that fit on one SM of `dev`:
+/// queried from the runtime once per kernel and device (a split count sized to one wave needs
+/// the kernel's real occupancy, which depends on its register count).
+template <auto Kernel, int Block>
+int resident_blocks_per_sm(const device_properties& dev) {
+  static std::atomic<int> cache[max_cached_devices];  // 0: not queried yet
+  std::atomic<int>& slot = cache[dev.ordinal];
+  int blocks = slot.load(std::memory_order_relaxed);
+  if (blocks == 0) {
+    FUSEX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, Block, 0));
+    if (blocks < 1) blocks = 1;
+    slot.store(blocks, std::memory_order_relaxed);
+  }
+  return blocks;
 }
 
 }  // namespace fusex::detail
