@@ -700,7 +700,9 @@ __global__ void __launch_bounds__(256) reduce_finish_cols_kernel(const Index k_c
 }
 
 /// Combines the partial accumulators of each output in a fixed order and stores the result.
-/// `k_major`: partials laid out [k][split] (else [split][k]).
+/// `k_major`: partials laid out [k][split] (else [split][k]). Each thread keeps four loads in
+/// flight (one accumulator each): a full sum's 2112 partials read one after another by each of
+/// 256 threads took 4.4 us on the H200, twice as long as 528.
 template <class Index, class Op, class T, class Acc, class OutT>
 __global__ void __launch_bounds__(256) reduce_finish_kernel(const Index k_count, const Index splits, const Index n_count,
                                                            const bool k_major, const Op op, const Acc* partials, OutT* out) {
@@ -709,8 +711,24 @@ __global__ void __launch_bounds__(256) reduce_finish_kernel(const Index k_count,
   auto combine = [&](const Acc& a, const Acc& b) { return op.template combine<T>(a, b); };
   const Index k = static_cast<Index>(blockIdx.x) + static_cast<Index>(blockIdx.y) * gridDim.x;
   if (k >= k_count) return;
-  Acc a = op.template identity<T>();
-  for (Index s = threadIdx.x; s < splits; s += blockDim.x) a = combine(a, partials[k_major ? k * splits + s : s * k_count + k]);
+  auto at = [&](Index s) -> const Acc& { return partials[k_major ? k * splits + s : s * k_count + k]; };
+  constexpr int U = 4;
+  Acc acc[U];
+  FUSEX_UNROLL
+  for (int u = 0; u < U; ++u) acc[u] = op.template identity<T>();
+  const Index step = blockDim.x;
+  Index s = threadIdx.x;
+  for (; s + (U - 1) * step < splits; s += U * step) {
+    Acc v[U];
+    FUSEX_UNROLL
+    for (int u = 0; u < U; ++u) v[u] = at(s + static_cast<Index>(u) * step);
+    FUSEX_UNROLL
+    for (int u = 0; u < U; ++u) acc[u] = combine(acc[u], v[u]);
+  }
+  for (; s < splits; s += step) acc[0] = combine(acc[0], at(s));
+  Acc a = acc[0];
+  FUSEX_UNROLL
+  for (int u = 1; u < U; ++u) a = combine(a, acc[u]);
   a = group_reduce(a, combine, static_cast<int>(blockDim.x), reinterpret_cast<Acc*>(scratch));
   if (threadIdx.x == 0) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(n_count)));
 }
