@@ -45,7 +45,10 @@ double time_with_events(benchmark::State& state, cudaStream_t stream, F&& body) 
 /// alone (counter `single_call_us`: it includes the host's time to submit the call, which the
 /// idle GPU waits out), and while it runs `calls` more are submitted between two events; the
 /// manual time is their GPU time per call. Counter `host_us_per_call`: the host's time to submit
-/// one call. Returns the total timed seconds (per call, summed over the iterations).
+/// one call. That holds while a call runs longer on the GPU than the host takes to submit one;
+/// for shorter calls the GPU idles between them and the time is the host's submission rate:
+/// counter `host_bound` = 1 then (submission at least 90% of the time per call).
+/// Returns the total timed seconds (per call, summed over the iterations).
 template <class F>
 double time_steady(benchmark::State& state, cudaStream_t stream, F&& body, int calls = 4) {
   double total = 0, single = 0, host = 0;
@@ -79,6 +82,7 @@ double time_steady(benchmark::State& state, cudaStream_t stream, F&& body, int c
   if (n > 0) {
     state.counters["single_call_us"] = single / n * 1e6;
     state.counters["host_us_per_call"] = host / (n * calls) * 1e6;
+    state.counters["host_bound"] = host / calls >= 0.9 * total ? 1 : 0;
   }
   return total;
 }

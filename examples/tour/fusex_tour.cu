@@ -106,7 +106,8 @@ void print_help(std::FILE* out) {
                "  --warmup N        unmeasured steps first (default 10)\n"
                "  --no-pdl          no programmatic dependent launch in any version\n"
                "  --tf32            let the float32 GEMMs of every version use TF32 tensor cores\n"
-               "                    (fusex::matmul_options::allow_tf32; off: float32-accurate products)\n"
+               "                    (fusex::matmul_options::allow_tf32; off: float32-accurate products;\n"
+               "                    no effect on the host backend)\n"
                "  --json FILE       also write the results as JSON to FILE\n"
                "  --device N        the CUDA device to use (default 0)\n"
                "  --host            use the host backend even when a GPU is present\n"
@@ -787,7 +788,7 @@ bool write_json(const std::string& file, const options& o, const std::string& de
        ", \"layers\": " + std::to_string(o.layers) + ", \"seq\": " + std::to_string(o.seq) +
        ", \"blocks\": " + std::to_string(o.blocks) + ", \"steps\": " + std::to_string(o.steps) +
        ", \"warmup\": " + std::to_string(o.warmup) + ", \"pdl\": " + (o.pdl ? "true" : "false") +
-       ", \"tf32\": " + (o.tf32 ? "true" : "false") + "},\n";
+       ", \"tf32\": " + (o.tf32 && gpu ? "true" : "false") + "},\n";
   s += "  \"workloads\": [\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const workload_result& wr = results[i];

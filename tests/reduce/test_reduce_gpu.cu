@@ -85,6 +85,13 @@ TEST_CASE("gpu: two-dimensional reduction paths (rows split across blocks, colum
   check_reduction<std::int32_t>("argmax columns, ties across splits", {50000, 20}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax, 1, 3);
   check_reduction<bfloat16>("mean bf16 columns, split", {9000, 264}, 1u, [](auto x) { return fusex::mean(x, 0); }, kind::mean, -1, 1, 16);
   check_reduction<float>("sum columns, wide", {2048, 16384}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
+  // Every vector width of the column kernel (16 one-byte, 2 eight-byte elements per thread),
+  // logsumexp across splits, and more column tiles than one wave of blocks holds on an H200
+  // (140032 columns: 1094 tiles of 128), where the rows are not split.
+  check_reduction<std::int8_t>("sum int8 columns, split", {6000, 64}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -100, 100);
+  check_reduction<double>("var double columns, split", {20000, 40}, 1u, [](auto x) { return fusex::var(x, 0); }, kind::var, -2, 3, 16);
+  check_reduction<float>("logsumexp columns, split", {12000, 128}, 1u, [](auto x) { return fusex::logsumexp(x, 0); }, kind::lse, -20, 20, 16);
+  check_reduction<float>("sum columns, more tiles than a wave", {64, 140032}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);
   check_reduction<std::int32_t>("argmin rows split, ties", {2, 150000}, 2u, [](auto x) { return fusex::argmin(x, -1); }, kind::argmin, 1, 4);
   check_reduction<float>("amax middle axis (no fold)", {17, 300, 8}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1, 1);
   check_reduction<bfloat16>("sum bf16 axis 0 of 3-D", {64, 40, 16}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1, 16);

@@ -111,9 +111,10 @@ void launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 
   note_launch();  // fusex::launch_monitor
 }
 
-/// Blocks of `Block` threads (no dynamic shared memory) of `Kernel` that fit on one SM of `dev`:
-/// queried from the runtime once per kernel and device (a split count sized to one wave needs
-/// the kernel's real occupancy, which depends on its register count).
+/// Blocks of `Block` threads (no dynamic shared memory) of `Kernel` that fit on one SM of `dev`,
+/// which must be the current device (the runtime answers for that one): queried once per kernel
+/// and device (a split count sized to one wave needs the kernel's real occupancy, which depends
+/// on its register count).
 template <auto Kernel, int Block>
 int resident_blocks_per_sm(const device_properties& dev) {
   static std::atomic<int> cache[max_cached_devices];  // 0: not queried yet
