@@ -1,29 +1,12 @@
-// Probe (not built by CMake; `nvcc -std=c++17 -O3 -arch=sm_90 -Iinclude --extended-lambda --expt-relaxed-constexpr FILE`): the library's column kernel at several split counts, to choose the rule (docs/performance.md, session 10).
-#include <fusex/fusex.hpp>
-#include <cstdio>
-#include <vector>
-#include <cmath>
-#include <algorithm>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1);} } while (0)
-using i64 = long long;
-namespace fd = fusex::detail;
-
-template <class F> float timeit(F f, int iters = 100) {
-  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int i = 0; i < 10; ++i) f();
-  CK(cudaEventRecord(a));
-  for (int i = 0; i < iters; ++i) f();
-  CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b)); CK(cudaGetLastError());
-  float ms; CK(cudaEventElapsedTime(&ms, a, b));
-  return ms * 1000.f / iters;
-}
+// Probe (built as probe.hpp says): the library's column kernel at several split counts, to choose the rule (docs/performance.md, session 10).
+#include "probe.hpp"
 
 int main() {
   using kern_t = void (*)(fd::reduce2d_params<unsigned>, fusex::reduce_ops::sum, fd::leaf_eval<float, unsigned>, float*, float*);
   kern_t k = &fd::reduce_cols_kernel<unsigned, 4, fusex::reduce_ops::sum, fd::leaf_eval<float, unsigned>, float, float>;
   auto fin = &fd::reduce_finish_cols_kernel<unsigned, fusex::reduce_ops::sum, float, float, float>;
-  int bps = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, 256, 0));
-  cudaFuncAttributes fa; CK(cudaFuncGetAttributes(&fa, k));
+  int bps = 0; FUSEX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, 256, 0));
+  cudaFuncAttributes fa; FUSEX_CUDA_CHECK(cudaFuncGetAttributes(&fa, k));
   printf("reduce_cols_kernel<float sum>: %d regs, %d blocks/SM\n", fa.numRegs, bps);
   for (int shape = 0; shape < 3; ++shape) {
     const int rows = shape == 0 ? 4096 : shape == 1 ? 16384 : 1024, cols = shape == 0 ? 16384 : shape == 1 ? 4096 : 65536;
@@ -32,15 +15,15 @@ int main() {
     for (i64 i = 0; i < n; ++i) h[i] = float((i * 2654435761u) % 1000) / 1000.f + 0.001f;
     std::vector<double> ref(cols, 0.0);
     for (int r = 0; r < rows; ++r) for (int c = 0; c < cols; ++c) ref[c] += h[(i64)r * cols + c];
-    float *x, *y, *p, *cp; CK(cudaMalloc(&x, n * 4)); CK(cudaMalloc(&cp, n * 4)); CK(cudaMalloc(&y, cols * 4)); CK(cudaMalloc(&p, (i64)512 * cols * 4));
-    CK(cudaMemcpy(x, h.data(), n * 4, cudaMemcpyHostToDevice));
+    float *x, *y, *p, *cp; FUSEX_CUDA_CHECK(cudaMalloc(&x, n * 4)); FUSEX_CUDA_CHECK(cudaMalloc(&cp, n * 4)); FUSEX_CUDA_CHECK(cudaMalloc(&y, cols * 4)); FUSEX_CUDA_CHECK(cudaMalloc(&p, (i64)512 * cols * 4));
+    FUSEX_CUDA_CHECK(cudaMemcpy(x, h.data(), n * 4, cudaMemcpyHostToDevice));
     auto check = [&](const char* what) {
-      std::vector<float> o(cols); CK(cudaMemcpy(o.data(), y, cols * 4, cudaMemcpyDeviceToHost));
+      std::vector<float> o(cols); FUSEX_CUDA_CHECK(cudaMemcpy(o.data(), y, cols * 4, cudaMemcpyDeviceToHost));
       double worst = 0; for (int c = 0; c < cols; ++c) worst = std::max(worst, std::fabs(o[c] - ref[c]) / std::fabs(ref[c]));
       if (worst > 1e-5) printf("  %s: WRONG, worst rel err %g\n", what, worst);
-      CK(cudaMemset(y, 0xff, cols * 4));
+      FUSEX_CUDA_CHECK(cudaMemset(y, 0xff, cols * 4));
     };
-    const double copy_us = timeit([&] { CK(cudaMemcpyAsync(cp, x, n * 4, cudaMemcpyDeviceToDevice)); });
+    const double copy_us = timeit([&] { FUSEX_CUDA_CHECK(cudaMemcpyAsync(cp, x, n * 4, cudaMemcpyDeviceToDevice)); });
     const double copy_bps = 2.0 * n * 4 / (copy_us * 1e-6);
     auto report = [&](const char* what, double us) {
       const double b = (n * 4.0 + cols * 4.0) / (us * 1e-6);
@@ -66,7 +49,7 @@ int main() {
       report(name, timeit([&] { k<<<dim3(tiles, splits), 256>>>(prm, {}, child, p, y); fin<<<(cols + 31) / 32, 256>>>(cols, splits, rows, {}, p, y); }));
       check(name);
     }
-    CK(cudaFree(x)); CK(cudaFree(y)); CK(cudaFree(p)); CK(cudaFree(cp));
+    FUSEX_CUDA_CHECK(cudaFree(x)); FUSEX_CUDA_CHECK(cudaFree(y)); FUSEX_CUDA_CHECK(cudaFree(p)); FUSEX_CUDA_CHECK(cudaFree(cp));
   }
   return 0;
 }

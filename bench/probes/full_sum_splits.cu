@@ -1,46 +1,29 @@
-// Probe (not built by CMake; `nvcc -std=c++17 -O3 -arch=sm_90 -Iinclude --extended-lambda --expt-relaxed-constexpr FILE`): the library's full-sum path (reduce_rows_kernel, k = 1) at several split counts beside cub (docs/performance.md, session 10).
-#include <fusex/fusex.hpp>
+// Probe (built as probe.hpp says): the library's full-sum path (reduce_rows_kernel, k = 1) at several split counts beside cub (docs/performance.md, session 10).
+#include "probe.hpp"
 #include <cub/device/device_reduce.cuh>
-#include <cstdio>
-#include <vector>
-#include <cmath>
-#include <algorithm>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1);} } while (0)
-using i64 = long long;
-namespace fd = fusex::detail;
-
-template <class F> float timeit(F f, int iters = 100) {
-  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int i = 0; i < 10; ++i) f();
-  CK(cudaEventRecord(a));
-  for (int i = 0; i < iters; ++i) f();
-  CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b)); CK(cudaGetLastError());
-  float ms; CK(cudaEventElapsedTime(&ms, a, b));
-  return ms * 1000.f / iters;
-}
 
 int main() {
   auto k = &fd::reduce_rows_kernel<unsigned, 4, fusex::reduce_ops::sum, fd::leaf_eval<float, unsigned>, float, float>;
   auto fin = &fd::reduce_finish_kernel<unsigned, fusex::reduce_ops::sum, float, float, float>;
-  int bps = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, 256, 0));
-  cudaFuncAttributes fa; CK(cudaFuncGetAttributes(&fa, k));
+  int bps = 0; FUSEX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, 256, 0));
+  cudaFuncAttributes fa; FUSEX_CUDA_CHECK(cudaFuncGetAttributes(&fa, k));
   printf("reduce_rows_kernel<float sum>: %d regs, %d blocks/SM\n", fa.numRegs, bps);
   const i64 n = i64{1} << 28;
-  float *x, *y, *p, *cp; CK(cudaMalloc(&x, n * 4)); CK(cudaMalloc(&cp, n * 4)); CK(cudaMalloc(&y, 4)); CK(cudaMalloc(&p, 65536 * 4));
+  float *x, *y, *p, *cp; FUSEX_CUDA_CHECK(cudaMalloc(&x, n * 4)); FUSEX_CUDA_CHECK(cudaMalloc(&cp, n * 4)); FUSEX_CUDA_CHECK(cudaMalloc(&y, 4)); FUSEX_CUDA_CHECK(cudaMalloc(&p, 65536 * 4));
   std::vector<float> h(n);
   for (i64 i = 0; i < n; ++i) h[i] = float((i * 2654435761u) % 1000) / 1000.f + 0.001f;
   double ref = 0; for (i64 i = 0; i < n; ++i) ref += h[i];
-  CK(cudaMemcpy(x, h.data(), n * 4, cudaMemcpyHostToDevice));
+  FUSEX_CUDA_CHECK(cudaMemcpy(x, h.data(), n * 4, cudaMemcpyHostToDevice));
   auto check = [&](const char* what) {
-    float o; CK(cudaMemcpy(&o, y, 4, cudaMemcpyDeviceToHost));
+    float o; FUSEX_CUDA_CHECK(cudaMemcpy(&o, y, 4, cudaMemcpyDeviceToHost));
     if (std::fabs(o - ref) / ref > 1e-5) printf("  %s: WRONG %g vs %g\n", what, o, ref);
-    CK(cudaMemset(y, 0xff, 4));
+    FUSEX_CUDA_CHECK(cudaMemset(y, 0xff, 4));
   };
-  const double copy_us = timeit([&] { CK(cudaMemcpyAsync(cp, x, n * 4, cudaMemcpyDeviceToDevice)); });
+  const double copy_us = timeit([&] { FUSEX_CUDA_CHECK(cudaMemcpyAsync(cp, x, n * 4, cudaMemcpyDeviceToDevice)); });
   printf("copy 1 GiB: %.2f us (read-only ceiling at the copy's bytes/s: %.2f us)\n", copy_us, copy_us / 2);
   std::size_t tb = 0; void* tmp = nullptr;
-  CK(cub::DeviceReduce::Sum(nullptr, tb, x, y, n)); CK(cudaMalloc(&tmp, tb));
-  printf("%-50s %8.2f us\n", "cub::DeviceReduce::Sum", timeit([&] { CK(cub::DeviceReduce::Sum(tmp, tb, x, y, n)); }));
+  FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, tb, x, y, n)); FUSEX_CUDA_CHECK(cudaMalloc(&tmp, tb));
+  printf("%-50s %8.2f us\n", "cub::DeviceReduce::Sum", timeit([&] { FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(tmp, tb, x, y, n)); }));
   check("cub");
   auto xv = fusex::make_view(x, {n});
   auto yv = fusex::make_view(y, {});
