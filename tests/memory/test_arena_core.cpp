@@ -7,7 +7,9 @@
 #include <fusex/memory/detail/free_index.hpp>
 #include <fusex/memory/resource_ref.hpp>
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +124,79 @@ TEST_CASE("arena: zero bytes, alignment rules, statistics", "[memory][host]") {
   CHECK(st.bytes_in_use == 0);
   CHECK(st.allocations_in_use == 0);
   CHECK(st.reuse_rate() > 0.5);
+  CHECK(a.validate().empty());
+}
+
+TEST_CASE("arena: in-use statistics published in batches stay exact, the peak within its bounds",
+          "[memory][host]") {
+  // stats_batch_bytes > 0: a thread publishes a rise once it reaches the batch, a fall only once it
+  // exceeds what the thread keeps cached. bytes_in_use adds the unpublished parts back (exact);
+  // the peak is at most a batch below the true peak and, with other threads' cached frees still
+  // unpublished, at most their cached bytes above it.
+  fusex::arena_options o = small_options();
+  o.stats_batch_bytes = 4 * MiB;
+  o.thorough_checks = false;
+  fake_arena a(fake_backend{}, o);
+  const cudaStream_t s = fake_stream(1);
+  constexpr std::size_t big = 64 * MiB;
+  for (int i = 0; i < 5; ++i) {
+    void* p = a.allocate_async(big, 256, s);
+    auto st = a.stats();
+    CHECK(st.bytes_in_use == big);
+    CHECK(st.peak_bytes_in_use == big);
+    a.deallocate_async(p, big, 256, s);
+    st = a.stats();
+    CHECK(st.bytes_in_use == 0);
+    CHECK(st.peak_bytes_in_use == big);  // one thread: never above the true peak
+  }
+  CHECK(a.stats().cache_hits >= 4);  // the cycle ran on the thread cache
+  // Small allocations below the batch: exact in-use, the peak unchanged.
+  std::vector<void*> small;
+  for (int i = 0; i < 100; ++i) small.push_back(a.allocate_async(1000, 256, s));
+  CHECK(a.stats().bytes_in_use == 100 * 1000);
+  CHECK(a.stats().peak_bytes_in_use == big);
+  for (void* p : small) a.deallocate_async(p, 1000, 256, s);
+  CHECK(a.stats().bytes_in_use == 0);
+
+  // Another thread frees a large block into its own cache and stays alive (its fall unpublished)
+  // while this thread frees and takes back a block of its own cache: in-use exact, the peak at
+  // most a batch per thread below the true peak (72 MiB) and at most the other's cached bytes above.
+  void* q = a.allocate_async(8 * MiB, 256, s);
+  std::mutex m;
+  std::condition_variable cv;
+  int phase = 0;
+  std::thread other([&] {
+    const cudaStream_t s2 = fake_stream(2);
+    void* p = a.allocate_async(big, 256, s2);
+    a.deallocate_async(p, big, 256, s2);
+    std::unique_lock<std::mutex> l(m);
+    phase = 1;
+    cv.notify_all();
+    cv.wait(l, [&] { return phase == 2; });
+  });
+  {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return phase == 1; });
+  }
+  const auto hits = a.stats().cache_hits;
+  a.deallocate_async(q, 8 * MiB, 256, s);
+  q = a.allocate_async(8 * MiB, 256, s);
+  auto st = a.stats();
+  CHECK(st.cache_hits == hits + 1);
+  CHECK(st.bytes_in_use == 8 * MiB);
+  CHECK(st.bytes_cached >= big);
+  CHECK(st.peak_bytes_in_use >= big + 8 * MiB - 2 * o.stats_batch_bytes);
+  CHECK(st.peak_bytes_in_use <= big + 8 * MiB + big);
+  {
+    std::lock_guard<std::mutex> l(m);
+    phase = 2;
+  }
+  cv.notify_all();
+  other.join();  // its cache goes back to the arena, its unpublished count with it
+  st = a.stats();
+  CHECK(st.bytes_in_use == 8 * MiB);
+  a.deallocate_async(q, 8 * MiB, 256, s);
+  CHECK(a.stats().bytes_in_use == 0);
   CHECK(a.validate().empty());
 }
 

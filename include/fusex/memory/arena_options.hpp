@@ -69,8 +69,10 @@ struct arena_options {
   std::size_t thread_cache_bytes = std::size_t{256} << 20;
   /// Blocks larger than this bypass the thread caches.
   std::size_t max_cached_block_bytes = std::size_t{128} << 20;
-  /// Threads publish their in-use byte count to the shared counter once it moved by this much
-  /// (0: on every call, exact peak). Bounds the error of peak_bytes_in_use to this much per thread.
+  /// Threads publish their in-use byte count to the shared counter once it rose by this much, or
+  /// fell by this much and by more than the thread keeps cached (0: on every call, exact peak).
+  /// peak_bytes_in_use is then at most this much per thread below the true peak; with several
+  /// threads it may exceed it by at most the bytes the other threads keep cached.
   std::size_t stats_batch_bytes = std::size_t{4} << 20;
   /// When the event covering a free is recorded (see free_event).
   free_event free_events = free_event::at_free;

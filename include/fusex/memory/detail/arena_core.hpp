@@ -690,10 +690,16 @@ class basic_arena : private cache_owner {
       }
     }
   }
+  // Called after the cache's bytes were updated. A rise is published once it reaches the batch; a
+  // fall may wait as long as it is covered by the bytes this thread keeps cached, so that a thread
+  // cycling one block larger than the batch (free into its cache, take it back) publishes nothing:
+  // two locked instructions a pair otherwise. The shared count then overstates the in-use bytes
+  // by at most what each thread keeps cached (stats() adds the unpublished parts back: exact).
   void note_in_use(thread_cache& c, std::int64_t delta) noexcept {
     c.pending += delta;
-    const std::int64_t mag = c.pending < 0 ? -c.pending : c.pending;
-    if (static_cast<std::uint64_t>(mag) >= opts_.stats_batch_bytes) {
+    const auto batch = static_cast<std::int64_t>(opts_.stats_batch_bytes);
+    if (c.pending >= batch ||
+        (c.pending <= -batch && (batch == 0 || -c.pending > static_cast<std::int64_t>(c.bytes)))) {
       add_in_use(c.pending);
       c.pending = 0;
     }
