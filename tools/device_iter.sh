@@ -7,12 +7,19 @@
 #   COMMIT   the commit the tree is (the copy has no .git)      TARGETS  build targets ("all")
 #   TESTS    ctest arguments (e.g. "-L gpu"; empty: none)       BENCH    benchmark programs (regex)
 #   BENCH_ARGS extra benchmark flags   TOUR=1 runs fusex-tour   EXTRA_CMD a last command (bash -c)
+#   PREBUILT a folder whose files (built on the CPU machine for sm_90, e.g. test_matmul_gpu, whose
+#            small-M translation unit has not finished building on the device) are copied into
+#            build/dev at the same relative paths after configuring, and not rebuilt
+# Everything lands in one archive, $OUT/iter.tar.gz (the tool returns at most 8 files).
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
+final_out=${OUT:-/tmp/out}
+OUT=/tmp/iter-out
 commit=${COMMIT:-unknown}
-mkdir -p "$OUT" /tmp/prefix
+mkdir -p "$OUT" "$final_out" /tmp/prefix
+pack() { tar -czf "$final_out/iter.tar.gz.part" -C "$OUT" . 2>/dev/null && mv "$final_out/iter.tar.gz.part" "$final_out/iter.tar.gz"; }
+trap pack EXIT
 start=$(date +%s)
-stamp() { echo "[+$(($(date +%s) - start))s] $*" | tee -a "$OUT/steps.log"; }
+stamp() { echo "[+$(($(date +%s) - start))s] $*" | tee -a "$OUT/steps.log"; pack; }  # packed after each step: a killed call still returns what it had
 for f in .debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/prefix; done
 export CMAKE_PREFIX_PATH=/tmp/prefix/usr PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/tmp/prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -22,6 +29,11 @@ if [ ! -f build/dev/build.ninja ]; then
     -DFUSEX_BUILD_BENCHMARKS=ON -DFUSEX_GPU_GATES=ON > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 fi
 stamp "configured"
+if [ -n "${PREBUILT:-}" ]; then
+  (cd "$PREBUILT" && find . -type f) | while read -r f; do
+    mkdir -p "build/dev/$(dirname "$f")" && cp -p "$PREBUILT/$f" "build/dev/$f" && echo "prebuilt: $f"
+  done
+fi
 timeout "${BUILD_BUDGET:-360}" cmake --build build/dev --target ${TARGETS:-all} -- -k 0 > "$OUT/build.log" 2>&1
 echo "build exit $?"; grep -E "FAILED|error:" "$OUT/build.log" | head -20
 stamp "built ${TARGETS:-all}"
