@@ -9,7 +9,8 @@
 #   BENCH_ARGS extra benchmark flags   TOUR=1 runs fusex-tour   EXTRA_CMD a last command (bash -c)
 #   PREBUILT a folder whose files (built on the CPU machine for sm_90, e.g. test_matmul_gpu, whose
 #            small-M translation unit has not finished building on the device) are copied into
-#            build/dev at the same relative paths after configuring, and not rebuilt
+#            build/dev at the same relative paths after configuring; leave their targets out of
+#            TARGETS (and do not use "all"), or ninja rebuilds them there
 # Everything lands in one archive, $OUT/iter.tar.gz (the tool returns at most 8 files).
 set -uo pipefail
 final_out=${OUT:-/tmp/out}
