@@ -812,9 +812,10 @@ TEST_CASE("host: the two-level forms of logsumexp and var agree with the one-pas
       {big, big, big, big, big, big, big, big},  // var: 0, not an overflowed NaN
       {big, -big, big, -big, 1.0f, 2.0f, 3.0f, 4.0f},
       {80.0f, 85.0f, 88.0f, 88.5f, -100.0f, 70.0f, 60.0f, 87.0f},  // exp would overflow unshifted
-      std::vector<float>(4096, 1.5f),  // the longest cached row, constant
+      std::vector<float>(8192, 1.5f),  // the longest cached row (2-byte types), constant
   };
-  std::vector<float> ramp(4096);
+  static_assert(fusex::reduce_ops::variance<0>::two_level_max_count == 8192, "the rows above are the longest");
+  std::vector<float> ramp(8192);
   for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<float>(i % 97) * 0.37f - 11.0f;
   rows.push_back(ramp);
   auto same = [](float a, float b, double tol) {
@@ -847,4 +848,16 @@ TEST_CASE("host: the two-level forms of logsumexp and var agree with the one-pas
   CHECK(two_level<fusex::reduce_ops::variance<0>, 4>(pop, rows[6]) == 0.0f);
   CHECK(std::isnan(two_level<fusex::reduce_ops::variance<0>, 4>(pop, rows[5])));  // inf - inf
   CHECK(two_level<fusex::reduce_ops::variance<0>, 4>(pop, rows[9]) == 0.0f);
+  // The first sweep of var over the longest cached row of near-maximal values, summed as the
+  // kernel does (a balanced tree): the mean, not an overflow (scaled by 2^-12 it would overflow).
+  std::vector<float> part(8192 / 8);
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    const float v[8] = {big, big, big, big, big, big, big, big};
+    part[i] = pop.template pre_lift_vec<float, 8>(v);
+  }
+  for (std::size_t w = part.size(); w > 1; w /= 2)
+    for (std::size_t k = 0; k < w / 2; ++k) part[k] = pop.template pre_combine<float>(part[k], part[k + w / 2]);
+  const float mean_big = pop.template pre_finish<float>(part[0], 8192);
+  CHECK(std::isfinite(mean_big));
+  CHECK(std::fabs(static_cast<double>(mean_big) - big) <= 1e-6 * big);  // rounding of the tree sum
 }

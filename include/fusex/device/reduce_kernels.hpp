@@ -74,12 +74,11 @@ struct one_two_byte_type : std::false_type {};
 template <class T>
 struct one_two_byte_type<type_list<T>> : std::bool_constant<sizeof(T) == 2> {};
 /// Blocks per SM the static row kernel's registers are capped for. Rows of one 2-byte type (half
-/// or bfloat16) hold half the bytes per thread in flight that float rows do, so they need more
-/// resident blocks to keep memory busy: capped at six blocks of 256 threads (40 registers; no
-/// spills in softmax, log_softmax, layer_norm, rms_norm). Expressions over several leaf types keep
-/// one register set per type and the compiler's choice.
+/// or bfloat16) cache 32 elements per thread (row_cache_chunks): capped at four blocks of 256
+/// threads (64 registers). Expressions over several leaf types keep one register set per type
+/// and the compiler's choice.
 template <bool Static, class Expr>
-inline constexpr int row_min_blocks = Static && one_two_byte_type<leaf_types_t<Expr>>::value ? 6 : 1;
+inline constexpr int row_min_blocks = Static && one_two_byte_type<leaf_types_t<Expr>>::value ? 4 : 1;
 
 #if defined(__CUDACC__)
 /// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one

@@ -251,10 +251,10 @@ struct variance {
     return {C(W), m, m2};
   }
   // The two-level form (used where the row is in registers; see has_two_level): the mean, then
-  // the sum of squared deviations from it. The first sweep sums x / 2^12 (exact scaling), so it
+  // the sum of squared deviations from it. The first sweep sums x / 2^13 (exact scaling), so it
   // cannot overflow where the values do not (as lift_vec's x / W), for rows of at most
   // two_level_max_count elements: the register cache's largest row (checked where it is used).
-  static constexpr int two_level_max_count = 4096;
+  static constexpr int two_level_max_count = 8192;
   template <class T> using pre_acc = detail::float_acc<float_of_t<T>>;
   template <class T> FUSEX_HD pre_acc<T> pre_identity() const { return pre_acc<T>(0); }
   template <class T, int W> FUSEX_HD pre_acc<T> pre_lift_vec(const compute_t<T> (&x)[W]) const {

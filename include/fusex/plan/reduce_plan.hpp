@@ -27,16 +27,19 @@ namespace fusex::detail {
 /// registers to keep its share of a row (row_cache_chunks vectors per leaf) on chip.
 inline constexpr int row_max_threads = 256;
 /// Vectors of a row each thread keeps in registers when the row is short enough (the cached
-/// path): about 16 elements per thread (4 float4 or 2 bf16x8 vectors; at most 4 vectors), held
-/// as 16 values of the compute type (float for half and bf16) beside the passes' state. With
-/// row_max_threads threads per row that caches rows of up to 4096 columns.
+/// path): about 16 elements per thread (4 float4 vectors; at most 4 vectors), held as values of
+/// the compute type beside the passes' state. 2-byte types (8-wide vectors) keep 4 vectors, 32
+/// elements: the same 64 bytes per thread in flight as float rows and half as many threads per
+/// row, so a 4096-column row is 128 threads and its group reductions (two or three in softmax
+/// and layer_norm) are shared by twice the bytes. With row_max_threads threads per row that
+/// caches rows of up to 4096 columns (8192 for 2-byte types).
 FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
-  const int c = 16 / (vector_width > 0 ? vector_width : 1);
+  const int c = (vector_width == 8 ? 32 : 16) / (vector_width > 0 ? vector_width : 1);
   return c > 4 ? 4 : (c < 1 ? 1 : c);
 }
 
 /// Register budget of the cached row, in bytes per thread: one vector set per distinct leaf type
-/// (each occurrence of the owning operand shares it): a float32 set is 64 bytes (16 elements), so
+/// (each occurrence of the owning operand shares it): a float32 set is 64 bytes (16 elements), a bfloat16 one 128 (32 held as float), so
 /// only expressions over many leaf types exceed it; they re-read their rows per pass instead of
 /// spilling registers.
 inline constexpr int row_cache_budget_bytes = 384;
