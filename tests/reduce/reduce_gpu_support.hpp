@@ -262,10 +262,10 @@ void composites() {
                          for (std::size_t i = 0; i < x.size(); ++i) out[i] = out[i] * g[i] + b[i];
                        }, tol * 8);
     // Without the residual: the forms the static path runs (the roles the structure predicts)
-    // wherever the row is kept in registers (vectorised rows of up to 8192 columns: float and
-    // bfloat16 keep 32 elements per thread).
+    // wherever the row is kept in registers (vectorised rows of up to 4096 columns; 8192 for
+    // 2-byte types, which keep 32 elements per thread).
     const std::int64_t width = std::int64_t{16} / std::int64_t{sizeof(T)};
-    const std::int64_t longest_cached = 8192;
+    const std::int64_t longest_cached = sizeof(T) == 2 ? 8192 : 4096;
     const char* cached = cols % width == 0 && cols > 1 && cols <= longest_cached ? "static path" : nullptr;
     check_composite<T>("softmax(x) * gamma", rows, cols, [](auto x, auto, auto g, auto) { return fusex::softmax(x) * g; },
                        [](auto& x, auto&, auto& g, auto&, auto& out) {

@@ -739,20 +739,20 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   }
 }
 
-TEST_CASE("host: few short rows get one vector per thread, many rows 32 elements", "[reduce][host][explain]") {
-  // The row group's size: [16, 256] would be 1 block of 32 rows of 8 threads at 8 float4 per
+TEST_CASE("host: few short rows get one vector per thread, many rows about 16 elements", "[reduce][host][explain]") {
+  // The row group's size: [16, 256] would be 1 block of 16 rows of 16 threads at 4 float4 per
   // thread (fewer blocks than row_small_grid_blocks): it takes 64 threads per row, one float4
-  // each; [4096, 1024] keeps 32 threads of 8 float4, [4096, 256] 8 threads (part of a warp; 128
-  // blocks). vectors_per_thread forces a size (bench_reduce compares them).
+  // each; [4096, 1024] keeps 64 threads of 4 float4, [4096, 256] 16 threads (part of a warp).
+  // vectors_per_thread forces a size (bench_reduce compares them).
   host_array<float> x(4096 * 1024), y(4096 * 1024), g(1024);
   const auto plan = [&](std::int64_t rows, std::int64_t cols) {
     const fusex::shape_t s{rows, cols};
     return fusex::explain(y.view(s), fusex::rms_norm(x.cview(s), g.cview(fusex::shape_t{cols})));
   };
   CHECK(contains(plan(16, 256), "64 threads per row"));
-  CHECK(contains(plan(4096, 1024), "32 threads per row"));
-  CHECK(contains(plan(4096, 256), "8 threads per row"));  // 128 blocks: no change
-  CHECK(contains(plan(32768, 128), "4 threads per row"));
+  CHECK(contains(plan(4096, 1024), "64 threads per row"));
+  CHECK(contains(plan(4096, 256), "16 threads per row"));  // 256 blocks: no change
+  CHECK(contains(plan(32768, 128), "8 threads per row"));
   CHECK(contains(plan(65536, 4), "1 thread per row"));
   std::string forced;
   {

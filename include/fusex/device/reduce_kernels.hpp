@@ -70,20 +70,15 @@ inline constexpr bool row_cache_possible =
     V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;
 
 template <class L>
-struct one_type_bytes : std::integral_constant<int, 0> {};
+struct one_two_byte_type : std::false_type {};
 template <class T>
-struct one_type_bytes<type_list<T>> : std::integral_constant<int, int{sizeof(T)}> {};
-/// Blocks per SM the static row kernel's registers are capped for, where its leaves are of one
-/// type. Both keep 32 elements per thread (row_cache_chunks): 2-byte rows (half, bfloat16) are
-/// capped at four blocks of 256 threads (64 registers), 4-byte rows at three (80 registers; the
-/// compiler's choice, 84, fits two). No spills at either cap (ptxas -v, sm_90); measured on the
-/// H200 (docs/reductions.md): 48 registers for 2-byte rows and 64 for float rows were slower.
-/// Expressions over several leaf types keep one register set per type and the compiler's choice.
+struct one_two_byte_type<type_list<T>> : std::bool_constant<sizeof(T) == 2> {};
+/// Blocks per SM the static row kernel's registers are capped for. Rows of one 2-byte type (half
+/// or bfloat16) cache 32 elements per thread (row_cache_chunks): capped at four blocks of 256
+/// threads (64 registers). Expressions over several leaf types keep one register set per type
+/// and the compiler's choice.
 template <bool Static, class Expr>
-inline constexpr int row_min_blocks = !Static ? 1
-                                      : one_type_bytes<leaf_types_t<Expr>>::value == 2 ? 4
-                                      : one_type_bytes<leaf_types_t<Expr>>::value == 4 ? 3
-                                                                                        : 1;
+inline constexpr int row_min_blocks = Static && one_two_byte_type<leaf_types_t<Expr>>::value ? 4 : 1;
 
 #if defined(__CUDACC__)
 /// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one

@@ -7,7 +7,7 @@
 /// whole rows: softmax, layer_norm) or the reduced shape (one value per row), and every operand
 /// steps through the leading dimensions as one "row" dimension, the whole expression is one row
 /// kernel: a group of threads per row makes one pass over the row per nesting level of reductions
-/// (all reductions of a level share it) and then writes the epilogue; rows of up to 8192
+/// (all reductions of a level share it) and then writes the epilogue; rows of up to 4096
 /// vectorised columns are read once into registers and every pass works from there. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
 /// into a temporary from the default memory resource, and the rest is one elementwise kernel.
 
@@ -27,21 +27,19 @@ namespace fusex::detail {
 /// registers to keep its share of a row (row_cache_chunks vectors per leaf) on chip.
 inline constexpr int row_max_threads = 256;
 /// Vectors of a row each thread keeps in registers when the row is short enough (the cached
-/// path), held as values of the compute type beside the passes' state: 32 elements for 4- and
-/// 2-byte types (8 float4 or 4 bf16x8 vectors), else about 16 (at most 4 vectors). With 32
-/// elements a 4096-column row is 128 threads, so its group reductions (two or three in softmax
-/// and layer_norm) are shared by twice the bytes of 16 elements, and a thread has 64 (2-byte)
-/// or 128 (float) bytes in flight (H200: fp32 softmax 0.92 -> 0.97 of the copy, layer_norm 0.93
-/// -> 0.96; bf16 softmax 0.70 -> 0.79, layer_norm 0.72 -> 0.83; docs/reductions.md). With
-/// row_max_threads threads per row that caches rows of up to 8192 columns (2048 for double).
+/// path): about 16 elements per thread (4 float4 vectors; at most 4 vectors), held as values of
+/// the compute type beside the passes' state. 2-byte types (8-wide vectors) keep 4 vectors, 32
+/// elements: the same 64 bytes per thread in flight as float rows and half as many threads per
+/// row, so a 4096-column row is 128 threads and its group reductions (two or three in softmax
+/// and layer_norm) are shared by twice the bytes. With row_max_threads threads per row that
+/// caches rows of up to 4096 columns (8192 for 2-byte types).
 FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
-  if (vector_width == 4 || vector_width == 8) return 32 / vector_width;
-  const int c = 16 / (vector_width > 0 ? vector_width : 1);
+  const int c = (vector_width == 8 ? 32 : 16) / (vector_width > 0 ? vector_width : 1);
   return c > 4 ? 4 : (c < 1 ? 1 : c);
 }
 
 /// Register budget of the cached row, in bytes per thread: one vector set per distinct leaf type
-/// (each occurrence of the owning operand shares it): a float32 or bfloat16 set is 128 bytes (32 elements, bfloat16 held as float), so
+/// (each occurrence of the owning operand shares it): a float32 set is 64 bytes (16 elements), a bfloat16 one 128 (32 held as float), so
 /// only expressions over many leaf types exceed it; they re-read their rows per pass instead of
 /// spilling registers.
 inline constexpr int row_cache_budget_bytes = 384;
