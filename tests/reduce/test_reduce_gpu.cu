@@ -215,8 +215,12 @@ TEMPLATE_TEST_CASE("gpu: the row kernel's static path matches the generic path b
     both("softmax", a, c, av, cv, fusex::softmax(xv));
     both("layer_norm", a, c, av, cv, fusex::layer_norm(xv, gv, bv));
     both("rms_norm", a, c, av, cv, fusex::rms_norm(xv, gv));
-    both("L2 norm per row", na, nc, fusex::make_view(na.data(), {rows}), fusex::make_view(nc.data(), {rows}),
-         fusex::sqrt(fusex::cast<float>(fusex::sum(xv * xv, -1))));
+    // (Its float32 destination makes the vectors 4 wide: 16 elements per thread, so rows of up
+    // to 4096 columns are kept on chip, whatever the leaves' type.)
+    if (cols <= 4096) {
+      both("L2 norm per row", na, nc, fusex::make_view(na.data(), {rows}), fusex::make_view(nc.data(), {rows}),
+           fusex::sqrt(fusex::cast<float>(fusex::sum(xv * xv, -1))));
+    }
   }
 }
 
