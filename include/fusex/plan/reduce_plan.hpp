@@ -39,9 +39,9 @@ FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
 }
 
 /// Register budget of the cached row, in bytes per thread: one vector set per distinct leaf type
-/// (each occurrence of the owning operand shares it): a float32 set is 64 bytes (16 elements), a bfloat16 one 128 (32 held as float), so
-/// only expressions over many leaf types exceed it; they re-read their rows per pass instead of
-/// spilling registers.
+/// (each occurrence of the owning operand shares it): a float32 set is 64 bytes (16 elements), a
+/// bfloat16 one 128 (32 held as float), so only expressions over many leaf types exceed it; they
+/// re-read their rows per pass instead of spilling registers.
 inline constexpr int row_cache_budget_bytes = 384;
 
 /// Fewer rows than this (about one per SM of a large GPU), each longer than 65536 columns, leave
