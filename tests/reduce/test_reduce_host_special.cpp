@@ -763,6 +763,29 @@ TEST_CASE("host: few short rows get one vector per thread, many rows about 16 el
   CHECK(contains(forced, "row kept in registers"));
 }
 
+TEST_CASE("host: rows at vector width 8 keep 32 elements per thread, up to 8192 columns", "[reduce][host][explain]") {
+  // bfloat16 leaves into a bfloat16 destination: 8-wide vectors, 4 per thread (32 elements), so
+  // a 4096-column row is 128 threads and an 8192-column one 256, still kept in registers. The
+  // same leaves into a float32 destination are 4-wide: 16 elements, so 8192 columns are re-read.
+  using fusex::bfloat16;
+  host_array<bfloat16> x(1024 * 8192), y(1024 * 8192), g(8192);
+  host_array<float> yf(1024 * 8192);
+  const auto plan = [&](std::int64_t cols, bool float_out) {
+    const fusex::shape_t s{1024, cols};
+    const auto e = fusex::rms_norm(x.cview(s), g.cview(fusex::shape_t{cols}));
+    return float_out ? fusex::explain(yf.view(s), e) : fusex::explain(y.view(s), e);
+  };
+  const std::string p4096 = plan(4096, false), p8192 = plan(8192, false), f8192 = plan(8192, true);
+  INFO(p4096 << p8192 << f8192);
+  CHECK(contains(p4096, "128 threads per row"));
+  CHECK(contains(p4096, "vector width 8"));
+  CHECK(contains(p4096, "row kept in registers"));
+  CHECK(contains(p8192, "256 threads per row"));
+  CHECK(contains(p8192, "row kept in registers"));
+  CHECK(contains(f8192, "vector width 4"));
+  CHECK_FALSE(contains(f8192, "row kept in registers"));
+}
+
 namespace {
 // The two-level form of a reduction as the row kernel's cached path runs it (chunks of W values,
 // a pairwise tree over them, the first result finished, then the second sweep), and the one-pass

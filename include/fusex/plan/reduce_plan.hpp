@@ -8,7 +8,7 @@
 /// steps through the leading dimensions as one "row" dimension, the whole expression is one row
 /// kernel: a group of threads per row makes one pass over the row per nesting level of reductions
 /// (all reductions of a level share it) and then writes the epilogue; rows of up to 4096
-/// vectorised columns are read once into registers and every pass works from there. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
+/// vectorised columns (8192 at vector width 8: 2-byte operands) are read once into registers and every pass works from there. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
 /// into a temporary from the default memory resource, and the rest is one elementwise kernel.
 
 #include <fusex/config.hpp>
@@ -28,11 +28,11 @@ namespace fusex::detail {
 inline constexpr int row_max_threads = 256;
 /// Vectors of a row each thread keeps in registers when the row is short enough (the cached
 /// path): about 16 elements per thread (4 float4 vectors; at most 4 vectors), held as values of
-/// the compute type beside the passes' state. 2-byte types (8-wide vectors) keep 4 vectors, 32
-/// elements: the same 64 bytes per thread in flight as float rows and half as many threads per
-/// row, so a 4096-column row is 128 threads and its group reductions (two or three in softmax
-/// and layer_norm) are shared by twice the bytes. With row_max_threads threads per row that
-/// caches rows of up to 4096 columns (8192 for 2-byte types).
+/// the compute type beside the passes' state. At vector width 8 (the widest operand, destination
+/// included, is 2 bytes) 4 vectors, 32 elements: the same 64 bytes per thread in flight as float
+/// rows and half as many threads per row, so a 4096-column row is 128 threads and its group
+/// reductions (two or three in softmax and layer_norm) are shared by twice the bytes. With
+/// row_max_threads threads per row that caches rows of up to 4096 columns (8192 at width 8).
 FUSEX_HD constexpr int row_cache_chunks(int vector_width) {
   const int c = (vector_width == 8 ? 32 : 16) / (vector_width > 0 ? vector_width : 1);
   return c > 4 ? 4 : (c < 1 ? 1 : c);
@@ -50,8 +50,8 @@ inline constexpr int row_cache_budget_bytes = 384;
 /// bandwidth in the row kernel).
 inline constexpr std::int64_t row_split_rows = 128;
 
-/// A plan that would launch fewer blocks than this (about one per SM of a large GPU) at ~16
-/// elements per thread is latency-bound: its rows get one vector per thread instead (more threads
+/// A plan that would launch fewer blocks than this (about one per SM of a large GPU) at
+/// row_cache_chunks vectors per thread is latency-bound: its rows get one vector per thread instead (more threads
 /// per row, each holding less), see row_tuning::vectors_per_thread.
 inline constexpr std::int64_t row_small_grid_blocks = 128;
 
@@ -70,7 +70,7 @@ struct row_tuning {
   /// when the plan would otherwise launch fewer than row_small_grid_blocks blocks (few short rows:
   /// the kernel is latency-bound, and more threads each holding less finish sooner; measured on
   /// the H200 at [16, 256]: 7-13% less time per kernel), else row_cache_chunks (about 16
-  /// elements). n > 0: n (at most row_cache_chunks).
+  /// elements; 32 at vector width 8). n > 0: n (at most row_cache_chunks).
   int vectors_per_thread = 0;
   /// The static path (row_static_path) where it applies; off: the generic cached path, whose
   /// roles are tested at run time (bench_reduce compares them).
