@@ -180,8 +180,19 @@ void eval_device_reduce(const std::tuple<view<T>...>& dsts, cudaStream_t stream,
     const row_layout L = plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, V);
     if (L.ok) {
       check_row_overlap(ro.ops, L);
-      if (L.index64) launch_rows<std::uint64_t, V>(ro.ops, L, dst, e, stream);
-      else launch_rows<std::uint32_t, V>(ro.ops, L, dst, e, stream);
+      if (!L.index64) {
+        launch_rows<std::uint32_t, V>(ro.ops, L, dst, e, stream);
+        return;
+      }
+      // 2^31 elements or more: pieces of whole rows with 32-bit indices (no 64-bit kernel).
+      for (std::int64_t r0 = 0; r0 < L.rows; r0 += L.rows_per_piece) {
+        row_layout piece = L;
+        piece.rows = L.rows - r0 < L.rows_per_piece ? L.rows - r0 : L.rows_per_piece;
+        piece.index64 = false;
+        auto ops = ro.ops;
+        for (auto& o : ops) o.data = static_cast<const char*>(o.data) + r0 * o.s[0] * o.elem_size;
+        launch_rows<std::uint32_t, V>(ops, piece, dst, e, stream);
+      }
       return;
     }
   }
@@ -201,8 +212,18 @@ void eval_device(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const 
   const auto pe = prepare(dsts, exprs...);
   if (pe.layout.numel == 0) return;
   constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
-  if (pe.layout.index64) launch_elementwise<std::uint64_t, V>(pe, dsts, stream, exprs...);
-  else launch_elementwise<std::uint32_t, V>(pe, dsts, stream, exprs...);
+  if (pe.layout.index64) {
+    // 2^31 elements or more: 32-bit pieces (no 64-bit kernel is instantiated).
+    split_index32(pe.layout, pe.ops.data(), static_cast<int>(pe.ops.size()),
+                  [&](const elementwise_layout& L, const operand_layout* ops) {
+                    auto piece = pe;
+                    piece.layout = L;
+                    for (std::size_t i = 0; i < piece.ops.size(); ++i) piece.ops[i] = ops[i];
+                    launch_elementwise<std::uint32_t, V>(piece, dsts, stream, exprs...);
+                  });
+  } else {
+    launch_elementwise<std::uint32_t, V>(pe, dsts, stream, exprs...);
+  }
   }
 #else
   static_assert(sizeof...(T) == 0 && sizeof...(T) != 0,
@@ -313,7 +334,11 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
                              ")"
                        : (R.reread_why != nullptr ? ", row re-read per pass (" + std::string(R.reread_why) + ")"
                                                   : std::string())) +
-             (R.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n");
+             ", 32-bit indices" +
+             (R.index64 ? " (2^31 elements or more: launched in " +
+                              std::to_string((R.rows + R.rows_per_piece - 1) / R.rows_per_piece) + " pieces of at most " +
+                              std::to_string(R.rows_per_piece) + " rows)\n"
+                        : std::string("\n"));
       elementwise_layout L;
       L.shape = R.full;
       const operand_layout* leaf = ro.ops.data() + 1;
@@ -340,8 +365,13 @@ std::string explain_impl(const std::tuple<view<T>...>& dsts, const E&... exprs) 
   if (L.numel == 0) {
     return "fusex plan: empty destination " + L.shape.str() + ": no kernel\n";
   }
-  out += "fusex plan: 1 kernel (elementwise), " + std::to_string(sizeof...(T)) + " destination(s) of shape " +
-         L.shape.str() + "\n";
+  int pieces = 1;
+  if (L.index64) {
+    pieces = 0;
+    split_index32(L, pe.ops.data(), static_cast<int>(pe.ops.size()), [&](const elementwise_layout&, const operand_layout*) { ++pieces; });
+  }
+  out += "fusex plan: " + std::to_string(pieces) + (pieces == 1 ? " kernel" : " kernels") + " (elementwise), " +
+         std::to_string(sizeof...(T)) + " destination(s) of shape " + L.shape.str() + "\n";
   out += "  index space [";
   for (int d = 0; d < L.rank; ++d) out += (d ? ", " : "") + std::to_string(L.extent[d]);
   out += "], ";
@@ -350,7 +380,8 @@ std::string explain_impl(const std::tuple<view<T>...>& dsts, const E&... exprs) 
   } else {
     out += "scalar accesses";
   }
-  out += L.index64 ? ", 64-bit indices\n" : ", 32-bit indices\n";
+  out += L.index64 ? ", 32-bit indices in " + std::to_string(pieces) + " pieces (2^31 elements or offsets or more)\n"
+                   : ", 32-bit indices\n";
   const operand_layout* leaf = pe.ops.data() + sizeof...(T);
   int i = 0;
   auto one = [&](const auto& e) {

@@ -3,7 +3,8 @@
 /// The elementwise planner: from the destination(s) and the leaves of the expression(s) to the
 /// kernel's index space. It checks shapes and overlap, orders the dimensions by the destination's
 /// strides, drops size-1 dimensions, merges dimensions that are contiguous for every operand,
-/// decides whether 16-byte vector access is safe, and picks 32- or 64-bit indexing. The same plan
+/// decides whether 16-byte vector access is safe, and whether the index space fits 32-bit indices
+/// (else the launch splits it into pieces that do). The same plan
 /// drives the device launch, the host backend and the plan printer.
 
 #include <fusex/config.hpp>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace fusex::detail {
 
@@ -36,7 +38,7 @@ struct elementwise_layout {
   int rank = 0;                         ///< rank of the kernel's index space
   std::int64_t extent[max_rank] = {};   ///< its extents, in elements
   int vector_width = 1;                 ///< elements per vector access (1: scalar path)
-  bool index64 = false;                 ///< 64-bit index arithmetic
+  bool index64 = false;                 ///< too large for 32-bit indices: launched in pieces (split_index32)
   std::int64_t work = 0;                ///< work items: vectors, or elements on the scalar path
   std::int64_t tail_start = 0;          ///< first element of the scalar tail (rank-1 vector path)
 };
@@ -50,6 +52,21 @@ inline std::int64_t max_offset(const operand_layout& o, const elementwise_layout
   std::int64_t m = 0;
   for (int d = 0; d < L.rank; ++d) m += (L.extent[d] - 1) * o.s[d];
   return m;
+}
+
+/// Counts and element offsets below this fit the kernels' 32-bit index arithmetic.
+inline constexpr std::int64_t index32_limit = std::int64_t{1} << 31;
+
+/// Whether an index space (or a piece of one) fits 32-bit indices: its element count and every
+/// operand's largest offset from its first element are below `limit`.
+inline bool fits_index32(const elementwise_layout& L, const operand_layout* ops, int n_ops,
+                         std::int64_t limit = index32_limit) {
+  std::int64_t biggest = L.numel;
+  for (int i = 0; i < n_ops; ++i) {
+    const std::int64_t m = max_offset(ops[i], L) + 1;
+    if (m > biggest) biggest = m;
+  }
+  return biggest < limit;
 }
 
 // A destination may not hold two elements at one address: with strides sorted ascending, each
@@ -247,13 +264,106 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
     L.tail_start = L.numel;
   }
 
-  // 32-bit indices when every count and offset fits (the common case: cheaper index math).
-  std::int64_t biggest = L.numel;
-  for (int i = 0; i < n_ops; ++i) {
-    const std::int64_t m = max_offset(ops[i], L) + 1;
-    if (m > biggest) biggest = m;
+  // 32-bit indices when every count and offset fits (the common case); otherwise the launch
+  // splits the index space into pieces that do (split_index32).
+  L.index64 = !fits_index32(L, ops, n_ops);
+}
+
+/// Sets the vector path of a piece of a planned index space (its extents or operand addresses
+/// changed): the plan's width where the piece still allows it, else scalar accesses.
+inline void replan_vector(elementwise_layout& L, const operand_layout* ops, int n_ops, int V) {
+  const int r = L.rank;
+  L.numel = 1;
+  for (int d = 0; d < r; ++d) L.numel *= L.extent[d];
+  bool vec = V > 1 && (r == 1 || L.extent[r - 1] % V == 0) && L.extent[r - 1] >= V;
+  for (int i = 0; vec && i < n_ops; ++i) {
+    if (ops[i].s[r - 1] == 0) continue;  // broadcast along the vector: one value
+    const auto addr = reinterpret_cast<std::uintptr_t>(ops[i].data);
+    if (addr % static_cast<std::uintptr_t>(V * ops[i].elem_size) != 0) vec = false;
   }
-  L.index64 = biggest >= (std::int64_t{1} << 31);
+  L.vector_width = vec ? V : 1;
+  L.work = L.numel / L.vector_width;
+  L.tail_start = L.work * L.vector_width;
+}
+
+/// Splits a planned index space whose counts or offsets do not fit 32-bit indices into pieces
+/// that do, and calls `piece(layout, operands)` for each, in order: the piece's layout and the
+/// operands with their data advanced to its first element (same strides). Only 32-bit kernels
+/// are then instantiated: a 64-bit twin of every kernel cost compile time in every translation
+/// unit for tensors of 2^31 elements or more, which are rare and are here a few launches more.
+/// Each split cuts the dimension that spans the most memory (or, where only the element count is
+/// too large, the longest one) after the longest part that fits, or in half where no part of it
+/// fits with the other dimensions whole; the innermost dimension is cut at whole vectors, so the
+/// pieces keep the plan's vector path. `ops` is not modified. (`limit`: tests use small ones.)
+template <class F>
+void split_index32(const elementwise_layout& L, const operand_layout* ops, int n_ops, F&& piece,
+                   std::int64_t limit = index32_limit) {
+  if (n_ops > 64) throw invalid_argument("fusex: more than 64 operands in one evaluation");
+  struct box {
+    elementwise_layout L;
+    operand_layout ops[64];
+  };
+  const int V = L.vector_width;
+  // Depth-first, first part first.
+  std::vector<box> stack(1);
+  stack[0].L = L;
+  for (int i = 0; i < n_ops; ++i) stack[0].ops[i] = ops[i];
+  while (!stack.empty()) {
+    box b = std::move(stack.back());
+    stack.pop_back();
+    if (fits_index32(b.L, b.ops, n_ops, limit)) {
+      b.L.index64 = false;
+      replan_vector(b.L, b.ops, n_ops, V);
+      piece(static_cast<const elementwise_layout&>(b.L), static_cast<const operand_layout*>(b.ops));
+      continue;
+    }
+    int best = -1;
+    std::int64_t best_span = -1;
+    for (int d = 0; d < b.L.rank; ++d) {
+      const std::int64_t e = b.L.extent[d];
+      if (e < 2 || (d == b.L.rank - 1 && V > 1 && e < 2 * V)) continue;
+      std::int64_t span = e;
+      for (int i = 0; i < n_ops; ++i) {
+        const std::int64_t m = (e - 1) * b.ops[i].s[d];
+        if (m > span) span = m;
+      }
+      if (span > best_span) {
+        best_span = span;
+        best = d;
+      }
+    }
+    if (best < 0) throw error("fusex: internal: an index space that 32-bit pieces cannot cover");
+    const std::int64_t e = b.L.extent[best];
+    const bool inner = best == b.L.rank - 1 && V > 1;
+    // The longest first part that fits with the other dimensions whole, else half.
+    std::int64_t other = 1;
+    for (int d = 0; d < b.L.rank; ++d)
+      if (d != best) other *= b.L.extent[d];
+    std::int64_t h = (limit - 1) / other;
+    for (int i = 0; i < n_ops && h > 0; ++i) {
+      const std::int64_t rest = max_offset(b.ops[i], b.L) - (e - 1) * b.ops[i].s[best];
+      if (rest + 2 > limit) h = 0;
+      else if (b.ops[i].s[best] > 0 && (limit - 2 - rest) / b.ops[i].s[best] + 1 < h)
+        h = (limit - 2 - rest) / b.ops[i].s[best] + 1;
+    }
+    if (inner) h = h / V * V;
+    if (h < 1 || h >= e) {
+      h = e / 2;
+      if (inner) h = h / V * V;  // (e >= 2V: h >= V)
+    }
+    box second = b;
+    b.L.extent[best] = h;
+    second.L.extent[best] = e - h;
+    for (int i = 0; i < n_ops; ++i) {
+      second.ops[i].data = static_cast<const char*>(second.ops[i].data) + h * second.ops[i].s[best] * second.ops[i].elem_size;
+    }
+    for (box* x : {&b, &second}) {
+      x->L.numel = 1;
+      for (int d = 0; d < x->L.rank; ++d) x->L.numel *= x->L.extent[d];
+    }
+    stack.push_back(std::move(second));
+    stack.push_back(std::move(b));
+  }
 }
 
 }  // namespace fusex::detail

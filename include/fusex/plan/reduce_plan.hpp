@@ -91,6 +91,20 @@ inline int threads_per_row(std::int64_t work, int chunks) {
   return t;
 }
 
+/// The most rows of `cols` columns (operand strides {row, column} in `s[0]`, `s[1]`) that one
+/// launch with 32-bit indices covers: its element count and every operand's offsets below
+/// `limit`. 0 when a single row does not fit.
+inline std::int64_t rows_per_index32_piece(const operand_layout* ops, int n_ops, std::int64_t cols,
+                                           std::int64_t limit = index32_limit) {
+  std::int64_t per = (limit - 1) / (cols > 0 ? cols : 1);
+  for (int i = 0; i < n_ops; ++i) {
+    const std::int64_t inner = (cols > 0 ? (cols - 1) * ops[i].s[1] : 0) + 1;  // one row's span
+    if (inner >= limit) return 0;
+    if (ops[i].s[0] > 0 && (limit - 1 - inner) / ops[i].s[0] + 1 < per) per = (limit - 1 - inner) / ops[i].s[0] + 1;
+  }
+  return per;
+}
+
 /// What the row planner decided.
 struct row_layout {
   bool ok = false;
@@ -99,7 +113,9 @@ struct row_layout {
   bool full_dest = false;  ///< the destination has the full shape (else one value per row)
   std::int64_t rows = 0, cols = 0;
   int vector_width = 1;
+  /// Too large for 32-bit indices: launched in pieces of rows_per_piece rows, each of which fits.
   bool index64 = false;
+  std::int64_t rows_per_piece = 0;  ///< with index64
   int tpr = 32, rows_per_block = 1, block = 32;
   bool cached = false;  ///< each thread keeps its vectors of the row in registers: one read of the row
   /// Cached path: each leaf's role (2 bits per leaf in visit order: 0 reads memory, 1 reads its
@@ -275,7 +291,16 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     const std::int64_t m = (L.rows - 1) * ops[i].s[0] + (L.cols - 1) * ops[i].s[1] + 1;
     if (m > biggest) biggest = m;
   }
-  L.index64 = biggest >= (std::int64_t{1} << 31);
+  L.index64 = biggest >= index32_limit;
+  if (L.index64) {
+    // Launched in pieces of whole rows, each within 32-bit indices (the kernels exist in 32-bit
+    // form only); a row that does not fit alone goes to rule 2.
+    L.rows_per_piece = rows_per_index32_piece(ops, n_ops, L.cols);
+    if (L.rows_per_piece < 1) {
+      L.why_not = "one row spans 2^31 elements or more (the row kernel runs in pieces of whole rows with 32-bit indices)";
+      return L;
+    }
+  }
   const int chunks = row_cache_chunks(L.vector_width);
   const int vpt = row_tuning_state().vectors_per_thread;
   L.tpr = threads_per_row(L.cols / L.vector_width, vpt > 0 && vpt < chunks ? vpt : chunks);

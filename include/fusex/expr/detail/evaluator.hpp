@@ -577,8 +577,9 @@ inline operand_layout operand_from_leaf(const leaf_info& li) {
 
 /// A destination evaluator with the planned strides.
 template <class Index, class T>
-out_eval<T, Index> make_out_evaluator(const view<T>& v, const operand_layout& o) {
-  out_eval<T, Index> e{v.data(), {}};
+out_eval<T, Index> make_out_evaluator(const view<T>&, const operand_layout& o) {
+  // The operand's address, not the view's: a launch in pieces advances it (split_index32).
+  out_eval<T, Index> e{static_cast<T*>(const_cast<void*>(o.data)), {}};
   for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(o.s[d]);
   return e;
 }
@@ -611,9 +612,10 @@ struct leaf_strides_source {
 };
 
 template <class Index, class T>
-leaf_eval<T, Index> make_evaluator(const leaf_node<T>& n, leaf_strides_source<Index>& src) {
-  leaf_eval<T, Index> e{n.v.data(), {}};
-  const std::int64_t* s = src.leaves[src.next++].s;
+leaf_eval<T, Index> make_evaluator(const leaf_node<T>&, leaf_strides_source<Index>& src) {
+  const operand_layout& o = src.leaves[src.next++];
+  leaf_eval<T, Index> e{static_cast<const T*>(o.data), {}};  // (advanced in a launch in pieces)
+  const std::int64_t* s = o.s;
   for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(s[d]);
   return e;
 }
