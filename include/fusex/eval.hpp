@@ -214,13 +214,12 @@ void eval_device(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const 
   constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
   if (pe.layout.index64) {
     // 2^31 elements or more: 32-bit pieces (no 64-bit kernel is instantiated).
-    split_index32(pe.layout, pe.ops.data(), static_cast<int>(pe.ops.size()),
-                  [&](const elementwise_layout& L, const operand_layout* ops) {
-                    auto piece = pe;
-                    piece.layout = L;
-                    for (std::size_t i = 0; i < piece.ops.size(); ++i) piece.ops[i] = ops[i];
-                    launch_elementwise<std::uint32_t, V>(piece, dsts, stream, exprs...);
-                  });
+    auto piece = pe;
+    for (const index32_piece& p : split_index32(pe.layout, pe.ops.data(), static_cast<int>(pe.ops.size()))) {
+      piece.layout = p.layout;
+      for (std::size_t i = 0; i < piece.ops.size(); ++i) piece.ops[i].data = p.data[i];
+      launch_elementwise<std::uint32_t, V>(piece, dsts, stream, exprs...);
+    }
   } else {
     launch_elementwise<std::uint32_t, V>(pe, dsts, stream, exprs...);
   }
@@ -365,11 +364,7 @@ std::string explain_impl(const std::tuple<view<T>...>& dsts, const E&... exprs) 
   if (L.numel == 0) {
     return "fusex plan: empty destination " + L.shape.str() + ": no kernel\n";
   }
-  int pieces = 1;
-  if (L.index64) {
-    pieces = 0;
-    split_index32(L, pe.ops.data(), static_cast<int>(pe.ops.size()), [&](const elementwise_layout&, const operand_layout*) { ++pieces; });
-  }
+  const std::size_t pieces = L.index64 ? split_index32(L, pe.ops.data(), static_cast<int>(pe.ops.size())).size() : 1;
   out += "fusex plan: " + std::to_string(pieces) + (pieces == 1 ? " kernel" : " kernels") + " (elementwise), " +
          std::to_string(sizeof...(T)) + " destination(s) of shape " + L.shape.str() + "\n";
   out += "  index space [";

@@ -301,7 +301,7 @@ __global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
 }
 }  // namespace
 
-TEST_CASE("gpu: more than 2^31 elements (64-bit indices, vector and scalar paths)", "[gpu][elementwise][large]") {
+TEST_CASE("gpu: more than 2^31 elements (32-bit pieces, vector and scalar paths)", "[gpu][elementwise][large]") {
   const std::size_t n = (std::size_t{1} << 31) + 4099;
   device_array<std::uint8_t> x(n), y(n);
   fill_pattern<<<1024, 256>>>(x.data(), n);
@@ -311,17 +311,19 @@ TEST_CASE("gpu: more than 2^31 elements (64-bit indices, vector and scalar paths
   FUSEX_CUDA_CHECK(cudaDeviceSynchronize());
   auto xv = fusex::make_view(x.data(), {static_cast<std::int64_t>(n)});
   auto yv = fusex::make_view(y.data(), {static_cast<std::int64_t>(n)});
-  REQUIRE(fusex::explain(yv, xv * 3 + 1).find("64-bit") != std::string::npos);
+  // Two launches: 2^31 - 16 elements (whole 16-byte vectors), then the rest.
+  REQUIRE(fusex::explain(yv, xv * 3 + 1).find("vector width 16 (16-byte accesses), 32-bit indices in 2 pieces") !=
+          std::string::npos);
   fusex::eval(yv, xv * 3 + 1, sg.s);
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
   auto hy = y.download();
   std::size_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) bad += hy[i] != static_cast<std::uint8_t>((i % 251 + 1) * 3 + 1);
   CHECK(bad == 0);
-  // Shifted by one element: misaligned, so the scalar path with 64-bit indices.
+  // Shifted by one element: misaligned, so the scalar path, in two 32-bit pieces.
   auto xs = fusex::make_view(x.data() + 1, {static_cast<std::int64_t>(n - 1)});
   auto ys = fusex::make_view(y.data(), {static_cast<std::int64_t>(n - 1)});
-  REQUIRE(fusex::explain(ys, xs - 1).find("scalar") != std::string::npos);
+  REQUIRE(fusex::explain(ys, xs - 1).find("scalar accesses, 32-bit indices in 2 pieces") != std::string::npos);
   fusex::eval(ys, xs - 1, sg.s);
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
   hy = y.download();

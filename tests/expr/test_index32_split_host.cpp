@@ -3,6 +3,7 @@
 // kernel. With a small limit standing in for 2^31, every element of random layouts is checked to
 // fall in exactly one piece, at the same address for every operand, with each piece's counts and
 // offsets below the limit and the vector path kept where the piece allows it.
+#include <fusex/fusex.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 #include <fusex/plan/reduce_plan.hpp>
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 using fusex::detail::elementwise_layout;
@@ -28,12 +30,12 @@ struct piece_record {
 
 std::vector<piece_record> split(const elementwise_layout& L, const std::vector<operand_layout>& ops, i64 limit) {
   std::vector<piece_record> out;
-  fusex::detail::split_index32(
-      L, ops.data(), static_cast<int>(ops.size()),
-      [&](const elementwise_layout& pl, const operand_layout* po) {
-        out.push_back({pl, std::vector<operand_layout>(po, po + ops.size())});
-      },
-      limit);
+  for (const auto& p : fusex::detail::split_index32(L, ops.data(), static_cast<int>(ops.size()), limit)) {
+    piece_record r{p.layout, ops};
+    REQUIRE(p.data.size() == ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) r.ops[i].data = p.data[i];
+    out.push_back(r);
+  }
   return out;
 }
 
@@ -220,10 +222,12 @@ TEST_CASE("split_index32: the real limit", "[eval][planner][index32]") {
   L.index64 = !fusex::detail::fits_index32(L, &f, 1);
   REQUIRE(L.index64);
   std::vector<i64> sizes;
-  fusex::detail::split_index32(L, &f, 1, [&](const elementwise_layout& p, const operand_layout* o) {
-    CHECK(fusex::detail::fits_index32(p, o, 1));
-    sizes.push_back(p.numel);
-  });
+  for (const auto& p : fusex::detail::split_index32(L, &f, 1)) {
+    operand_layout o = f;
+    o.data = p.data[0];
+    CHECK(fusex::detail::fits_index32(p.layout, &o, 1));
+    sizes.push_back(p.layout.numel);
+  }
   const i64 first = (fusex::detail::index32_limit - 1) / 4 * 4;
   CHECK(sizes == std::vector<i64>{first, first, L.numel - 2 * first});
 }
@@ -250,4 +254,43 @@ TEST_CASE("rows_per_index32_piece: whole rows within the limit", "[reduce][plann
   big.s[0] = (std::int64_t{1} << 30) + 2050;
   big.s[1] = 1;
   CHECK(fusex::detail::rows_per_index32_piece(&big, 1, big.s[0]) == 1);
+}
+
+// The plan printer on the shapes of the large GPU tests (tests/stress/test_large_gpu.cu,
+// test_elementwise_gpu.cu): a plan never touches memory, so views at made-up, far-apart addresses
+// do (no overlap between their 2^31-element spans).
+TEST_CASE("explain: plans past 2^31 elements run in 32-bit pieces", "[eval][planner][index32]") {
+  auto at = [](int k) { return reinterpret_cast<std::int8_t*>(static_cast<std::uintptr_t>(k) << 40); };
+  auto* out = reinterpret_cast<std::int64_t*>(std::uintptr_t{7} << 40);
+  const std::int64_t n = (std::int64_t{1} << 31) + 4099;
+  const auto x = fusex::make_view(at(1), {n});
+  const auto y = fusex::make_view(at(2), {n});
+  SECTION("elementwise, vector path") {
+    const std::string plan = fusex::explain(y, x + std::int8_t{2});
+    INFO(plan);
+    CHECK(plan.find("fusex plan: 2 kernels (elementwise)") != std::string::npos);
+    CHECK(plan.find("vector width 16 (16-byte accesses), 32-bit indices in 2 pieces") != std::string::npos);
+  }
+  SECTION("elementwise, misaligned: scalar path") {
+    const auto xs = fusex::make_view(at(1) + 1, {n - 1});
+    const auto ys = fusex::make_view(at(2), {n - 1});
+    const std::string plan = fusex::explain(ys, xs - std::int8_t{1});
+    INFO(plan);
+    CHECK(plan.find("scalar accesses, 32-bit indices in 2 pieces") != std::string::npos);
+  }
+  SECTION("row reduction: one launch per piece of whole rows") {
+    // 32768 rows of 65536 (2^31 elements): 32767 rows, then 1.
+    const auto m = fusex::make_view(at(2), {32768, 65536});
+    const std::string plan = fusex::explain(fusex::make_view(out, {32768}), fusex::sum(fusex::cast<std::int64_t>(m), -1));
+    INFO(plan);
+    CHECK(plan.find("rule 1") != std::string::npos);
+    CHECK(plan.find("launched in 2 pieces of at most 32767 rows") != std::string::npos);
+  }
+  SECTION("a row that alone spans 2^31 elements goes to rule 2") {
+    // Column-major [65536, 65536]: one row's elements lie 65536 apart.
+    const auto m = fusex::make_view(at(2), {65536, 65536}, {1, 65536});
+    const std::string plan = fusex::explain(fusex::make_view(out, {65536}), fusex::sum(fusex::cast<std::int64_t>(m), -1));
+    INFO(plan);
+    CHECK(plan.find("rule 2: one row spans 2^31 elements or more") != std::string::npos);
+  }
 }

@@ -1,5 +1,5 @@
-// Sizes past 2^31 elements (label `large`, run by tools/gpu_gates.sh): the elementwise kernel's
-// 64-bit index path, a full and a row reduction over more than 2^31 elements, and a copy.
+// Sizes past 2^31 elements (label `large`, run by tools/gpu_gates.sh): the elementwise kernel in
+// 32-bit pieces, a full and a row reduction over more than 2^31 elements, and a copy.
 // int8 elements keep the memory at ~2.2 GB per operand; skipped (exit 77) when the device has less
 // than 8 GB free.
 #include "fusex_catch.hpp"
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 namespace {
@@ -41,9 +42,9 @@ TEST_CASE("large (GPU): elementwise, reductions and copy past 2^31 elements", "[
   const auto vx = fusex::make_view(x, {n});
   const auto vy = fusex::make_view(y, {n});
 
-  // Elementwise: x = 1 everywhere, then y = x + 2 (64-bit index plan).
+  // Elementwise: x = 1 everywhere, then y = x + 2 (launched in 32-bit pieces).
   fusex::eval(vx, std::int8_t{1}, s);
-  CHECK(fusex::explain(vy, vx + std::int8_t{2}).find("64-bit") != std::string::npos);
+  CHECK(fusex::explain(vy, vx + std::int8_t{2}).find("32-bit indices in 2 pieces") != std::string::npos);
   fusex::eval(vy, vx + std::int8_t{2}, s);
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
   for (std::int64_t i : {std::int64_t{0}, (std::int64_t{1} << 31) - 1, std::int64_t{1} << 31, n - 1}) {
@@ -67,6 +68,25 @@ TEST_CASE("large (GPU): elementwise, reductions and copy past 2^31 elements", "[
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
   CHECK(read_at(d_rows, 0) == 3 * half_n);
   CHECK(read_at(d_rows, 1) == 3 * half_n);
+
+  // The row kernel in pieces: 32768 rows of 65536 (2^31 elements) are two 32-bit launches,
+  // 32767 rows then 1 (the plan printer says so; host-tested in test_index32_split_host.cpp).
+  const std::int64_t wide_rows = 32768, wide_cols = 65536;
+  std::int64_t* d_wide = nullptr;
+  FUSEX_CUDA_CHECK(cudaMalloc(&d_wide, wide_rows * sizeof(std::int64_t)));
+  FUSEX_CUDA_CHECK(cudaMemsetAsync(d_wide, 0xff, wide_rows * sizeof(std::int64_t), s));  // poisoned
+  const auto wide = fusex::make_view(y, {wide_rows, wide_cols});
+  const auto wide_out = fusex::make_view(d_wide, {wide_rows});
+  CHECK(fusex::explain(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1)).find("launched in 2 pieces of at most 32767 rows") !=
+        std::string::npos);
+  fusex::eval(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1), s);
+  std::vector<std::int64_t> h_wide(static_cast<std::size_t>(wide_rows));
+  FUSEX_CUDA_CHECK(cudaMemcpyAsync(h_wide.data(), d_wide, wide_rows * sizeof(std::int64_t), cudaMemcpyDeviceToHost, s));
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::int64_t wrong = 0;
+  for (std::int64_t v : h_wide) wrong += v != 3 * wide_cols;
+  CHECK(wrong == 0);
+  FUSEX_CUDA_CHECK(cudaFree(d_wide));
 
   // Copy path: x <- y through a strided (every element, reversed rows) view and a plain copy.
   fusex::eval(vx, vy, s);

@@ -286,35 +286,39 @@ inline void replan_vector(elementwise_layout& L, const operand_layout* ops, int 
   L.tail_start = L.work * L.vector_width;
 }
 
+/// One piece of a split index space: its layout and each operand's address of its first element
+/// (the strides are the whole space's).
+struct index32_piece {
+  elementwise_layout layout;
+  std::vector<const void*> data;
+};
+
 /// Splits a planned index space whose counts or offsets do not fit 32-bit indices into pieces
-/// that do, and calls `piece(layout, operands)` for each, in order: the piece's layout and the
-/// operands with their data advanced to its first element (same strides). Only 32-bit kernels
-/// are then instantiated: a 64-bit twin of every kernel cost compile time in every translation
-/// unit for tensors of 2^31 elements or more, which are rare and are here a few launches more.
-/// Each split cuts the dimension that spans the most memory (or, where only the element count is
-/// too large, the longest one) after the longest part that fits, or in half where no part of it
-/// fits with the other dimensions whole; the innermost dimension is cut at whole vectors, so the
-/// pieces keep the plan's vector path. `ops` is not modified. (`limit`: tests use small ones.)
-template <class F>
-void split_index32(const elementwise_layout& L, const operand_layout* ops, int n_ops, F&& piece,
-                   std::int64_t limit = index32_limit) {
-  if (n_ops > 64) throw invalid_argument("fusex: more than 64 operands in one evaluation");
+/// that do. Only 32-bit kernels are then instantiated: a 64-bit twin of every kernel cost compile
+/// time in every translation unit for tensors of 2^31 elements or more, which are rare and are
+/// here a few launches more. Each split cuts the dimension that spans the most memory (or, where
+/// only the element count is too large, the longest one) after the longest part that fits, or
+/// in half where no part of it fits with the other dimensions whole; the innermost dimension is
+/// cut at whole vectors, so the pieces keep the plan's vector path. Not a template: compiled once,
+/// whatever the expressions. (`limit`: tests use small ones.)
+inline std::vector<index32_piece> split_index32(const elementwise_layout& L, const operand_layout* ops, int n_ops,
+                                                std::int64_t limit = index32_limit) {
   struct box {
     elementwise_layout L;
-    operand_layout ops[64];
+    std::vector<operand_layout> ops;
   };
   const int V = L.vector_width;
-  // Depth-first, first part first.
-  std::vector<box> stack(1);
-  stack[0].L = L;
-  for (int i = 0; i < n_ops; ++i) stack[0].ops[i] = ops[i];
+  std::vector<index32_piece> out;
+  std::vector<box> stack{box{L, std::vector<operand_layout>(ops, ops + n_ops)}};  // depth-first, first part first
   while (!stack.empty()) {
     box b = std::move(stack.back());
     stack.pop_back();
-    if (fits_index32(b.L, b.ops, n_ops, limit)) {
+    if (fits_index32(b.L, b.ops.data(), n_ops, limit)) {
       b.L.index64 = false;
-      replan_vector(b.L, b.ops, n_ops, V);
-      piece(static_cast<const elementwise_layout&>(b.L), static_cast<const operand_layout*>(b.ops));
+      replan_vector(b.L, b.ops.data(), n_ops, V);
+      index32_piece p{b.L, std::vector<const void*>(static_cast<std::size_t>(n_ops))};
+      for (int i = 0; i < n_ops; ++i) p.data[static_cast<std::size_t>(i)] = b.ops[static_cast<std::size_t>(i)].data;
+      out.push_back(std::move(p));
       continue;
     }
     int best = -1;
@@ -323,8 +327,8 @@ void split_index32(const elementwise_layout& L, const operand_layout* ops, int n
       const std::int64_t e = b.L.extent[d];
       if (e < 2 || (d == b.L.rank - 1 && V > 1 && e < 2 * V)) continue;
       std::int64_t span = e;
-      for (int i = 0; i < n_ops; ++i) {
-        const std::int64_t m = (e - 1) * b.ops[i].s[d];
+      for (const operand_layout& o : b.ops) {
+        const std::int64_t m = (e - 1) * o.s[d];
         if (m > span) span = m;
       }
       if (span > best_span) {
@@ -340,11 +344,10 @@ void split_index32(const elementwise_layout& L, const operand_layout* ops, int n
     for (int d = 0; d < b.L.rank; ++d)
       if (d != best) other *= b.L.extent[d];
     std::int64_t h = (limit - 1) / other;
-    for (int i = 0; i < n_ops && h > 0; ++i) {
-      const std::int64_t rest = max_offset(b.ops[i], b.L) - (e - 1) * b.ops[i].s[best];
+    for (const operand_layout& o : b.ops) {
+      const std::int64_t rest = max_offset(o, b.L) - (e - 1) * o.s[best];
       if (rest + 2 > limit) h = 0;
-      else if (b.ops[i].s[best] > 0 && (limit - 2 - rest) / b.ops[i].s[best] + 1 < h)
-        h = (limit - 2 - rest) / b.ops[i].s[best] + 1;
+      else if (o.s[best] > 0 && (limit - 2 - rest) / o.s[best] + 1 < h) h = (limit - 2 - rest) / o.s[best] + 1;
     }
     if (inner) h = h / V * V;
     if (h < 1 || h >= e) {
@@ -354,9 +357,7 @@ void split_index32(const elementwise_layout& L, const operand_layout* ops, int n
     box second = b;
     b.L.extent[best] = h;
     second.L.extent[best] = e - h;
-    for (int i = 0; i < n_ops; ++i) {
-      second.ops[i].data = static_cast<const char*>(second.ops[i].data) + h * second.ops[i].s[best] * second.ops[i].elem_size;
-    }
+    for (operand_layout& o : second.ops) o.data = static_cast<const char*>(o.data) + h * o.s[best] * o.elem_size;
     for (box* x : {&b, &second}) {
       x->L.numel = 1;
       for (int d = 0; d < x->L.rank; ++d) x->L.numel *= x->L.extent[d];
@@ -364,6 +365,7 @@ void split_index32(const elementwise_layout& L, const operand_layout* ops, int n
     stack.push_back(std::move(second));
     stack.push_back(std::move(b));
   }
+  return out;
 }
 
 }  // namespace fusex::detail
