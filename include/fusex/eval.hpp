@@ -315,7 +315,10 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
     constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
     const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, V);
     if (R.ok) {
-      out += "fusex plan: 1 kernel (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " +
+      out += "fusex plan: " +
+             (R.index64 ? std::to_string((R.rows + R.rows_per_piece - 1) / R.rows_per_piece) + " launches of 1 kernel"
+                        : std::string("1 kernel")) +
+             " (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " +
              std::to_string(R.cols) + " columns, " + std::to_string(R.tpr) + (R.tpr == 1 ? " thread per row, " : " threads per row, ") +
              std::to_string(reduction_depth<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value) +
              " pass(es) over each row (" + std::to_string(reds.size()) + " reduction(s); those of one nesting level share a pass) then the " +

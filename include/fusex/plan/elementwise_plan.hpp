@@ -296,8 +296,8 @@ struct index32_piece {
 /// Splits a planned index space whose counts or offsets do not fit 32-bit indices into pieces
 /// that do. Only 32-bit kernels are then instantiated: a 64-bit twin of every kernel cost compile
 /// time in every translation unit for tensors of 2^31 elements or more, which are rare and are
-/// here a few launches more. Each split cuts the dimension that spans the most memory (or, where
-/// only the element count is too large, the longest one) after the longest part that fits, or
+/// here a few launches more. Each split cuts the dimension whose extent or offset span is largest
+/// (the one spanning the most memory, else the longest) after the longest part that fits, or
 /// in half where no part of it fits with the other dimensions whole; the innermost dimension is
 /// cut at whole vectors, so the pieces keep the plan's vector path. Not a template: compiled once,
 /// whatever the expressions. (`limit`: tests use small ones.)
