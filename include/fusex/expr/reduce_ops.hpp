@@ -321,8 +321,8 @@ struct logsumexp {
     using C = detail::float_acc<float_of_t<T>>;
     const bool nan = fusex::detail::math::isnan(a.max) || fusex::detail::math::isnan(b.max);
     const C m = a.max > b.max ? a.max : b.max;
-    const C ea = fusex::detail::math::exp(a.max == m ? C(0) : a.max - m);
-    const C eb = fusex::detail::math::exp(b.max == m ? C(0) : b.max - m);
+    const C ea = fusex::detail::math::exp_shifted(a.max == m ? C(0) : a.max - m);
+    const C eb = fusex::detail::math::exp_shifted(b.max == m ? C(0) : b.max - m);
     const C s = a.sum * ea + b.sum * eb;
     return {nan ? a.max + b.max : m, nan ? C(1) : s};
   }
@@ -343,7 +343,7 @@ struct logsumexp {
     FUSEX_UNROLL
     for (int l = 0; l < W; ++l) {
       const C v = static_cast<C>(x[l]);
-      s += fusex::detail::math::exp(v == m ? C(0) : v - m);
+      s += fusex::detail::math::exp_shifted(v == m ? C(0) : v - m);
     }
     if (nan) return {cuda::std::numeric_limits<C>::quiet_NaN(), C(1)};
     return {m, s};
@@ -371,7 +371,7 @@ struct logsumexp {
   template <class T, int W> FUSEX_HD pre_acc<T> post_lift_vec(const compute_t<T> (&x)[W], pre_acc<T> shift) const {
     pre_acc<T> s = pre_acc<T>(0);
     FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) s += fusex::detail::math::exp(static_cast<pre_acc<T>>(x[l]) - shift);
+    for (int l = 0; l < W; ++l) s += fusex::detail::math::exp_diff(static_cast<pre_acc<T>>(x[l]), shift);
     return s;
   }
   template <class T>
