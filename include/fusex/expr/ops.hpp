@@ -78,7 +78,9 @@ FUSEX_HD FUSEX_FORCEINLINE double rsqrt(double x) {
 /// for results below 2^-126). The error, about 2 + 1.2|d| ulp, grows where the term e^d is small,
 /// so a sum that includes its maximum term (e^0 = 1) stays within a few ulp; results below 2^-126
 /// flush to 0, which such a sum cannot see. Where exp is the result (an expression's `exp`, the
-/// epilogue of softmax) the accurate `expf` stays.
+/// epilogue of softmax) the accurate `expf` stays. (The subtraction stays a separate FADD: folded
+/// into an FFMA with a precomputed shift * log2(e), a maximum above FLT_MAX / log2(e) overflows to
+/// infinity and the row's largest term becomes 0.)
 FUSEX_HD FUSEX_FORCEINLINE float exp_shifted(float d) {
 #if FUSEX_DEVICE_PASS
   const float t = d * 1.44269504088896341f;  // log2(e)
@@ -90,20 +92,6 @@ FUSEX_HD FUSEX_FORCEINLINE float exp_shifted(float d) {
 #endif
 }
 FUSEX_HD FUSEX_FORCEINLINE double exp_shifted(double d) { return ::exp(d); }
-/// exp(x - shift) for x <= shift, as exp_shifted, with the subtraction folded into the multiply
-/// on the device (one FFMA and one MUFU.EX2): shift's rounding to shift log2(e) is one factor
-/// common to every term, which moves log(sum) by less than shift's own last bit.
-FUSEX_HD FUSEX_FORCEINLINE float exp_diff(float x, float shift) {
-#if FUSEX_DEVICE_PASS
-  const float t = ::fmaf(x, 1.44269504088896341f, -(shift * 1.44269504088896341f));
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
-  return r;
-#else
-  return ::expf(x - shift);
-#endif
-}
-FUSEX_HD FUSEX_FORCEINLINE double exp_diff(double x, double shift) { return ::exp(x - shift); }
 template <class T>
 FUSEX_HD FUSEX_FORCEINLINE bool negative(T x) {
   if constexpr (std::is_signed_v<T>) return x < T(0);

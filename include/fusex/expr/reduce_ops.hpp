@@ -371,7 +371,7 @@ struct logsumexp {
   template <class T, int W> FUSEX_HD pre_acc<T> post_lift_vec(const compute_t<T> (&x)[W], pre_acc<T> shift) const {
     pre_acc<T> s = pre_acc<T>(0);
     FUSEX_UNROLL
-    for (int l = 0; l < W; ++l) s += fusex::detail::math::exp_diff(static_cast<pre_acc<T>>(x[l]), shift);
+    for (int l = 0; l < W; ++l) s += fusex::detail::math::exp_shifted(static_cast<pre_acc<T>>(x[l]) - shift);
     return s;
   }
   template <class T>
