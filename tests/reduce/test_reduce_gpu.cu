@@ -1,6 +1,6 @@
 // GPU suite for reductions against a double-precision reference computed with plain loops
 // (reduce_gpu_support.hpp): integer and small dtypes, row lengths from 1 to 2^20, empty and
-// degenerate shapes, NaN, softmax written out by hand, determinism, and a full sum over more than
+// degenerate shapes, NaN, logsumexp at the ends of the float range, softmax written out by hand, determinism, and a full sum over more than
 // 2^31 elements. Every reduction over every axis set, one translation unit per dtype:
 // test_reduce_axes_<dtype>_gpu.cu; the composites with epilogues: test_reduce_composites_gpu.cu.
 #include <fusex/fusex.hpp>
@@ -117,6 +117,64 @@ TEST_CASE("gpu: NaN propagates through max and argmax picks it", "[gpu][reduce]"
   CHECK(!std::isnan(hm[0]));
   CHECK(ha[3] == 17);
   CHECK(ha[5] == 250);
+}
+
+// logsumexp's terms are computed by ex2.approx on the device (reduce_ops.hpp, exp_shifted): rows
+// at the ends of the float range and with infinities and NaN, through each path that sums them:
+// the row kept in registers (two levels), the row re-read per pass (one-pass combines) and rows
+// split across blocks (rule 2). Reference: double-precision loops; the largest term must count.
+TEST_CASE("gpu: logsumexp at the ends of the float range, infinities and NaN, every path", "[gpu][reduce]") {
+  const float big = 3.0e38f;  // above FLT_MAX / log2(e): big * log2(e) overflows
+  for (const std::int64_t cols : {std::int64_t{6}, std::int64_t{5000}, std::int64_t{300001}}) {
+    const std::int64_t rows = 8;
+    std::vector<float> hx(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) hx[r * cols + c] = -1.0f - static_cast<float>(c % 13) * 0.5f;
+    auto at = [&](std::int64_t r, std::int64_t c) -> float& { return hx[static_cast<std::size_t>(r * cols + c)]; };
+    at(0, 1) = big;  // the largest term far above the rest
+    at(1, 0) = big;  // two equal huge maxima and a huge negative
+    at(1, cols - 1) = big;
+    at(1, cols / 2) = -big;
+    at(2, cols / 3) = INFINITY;
+    for (std::int64_t c = 0; c < cols; ++c) at(3, c) = -INFINITY;
+    at(4, cols - 2) = NAN;
+    for (std::int64_t c = 0; c < cols; ++c) at(5, c) = 5.0f;  // equal terms: log(cols) exactly
+    for (std::int64_t c = 0; c < cols; ++c) at(6, c) = -90.0f - static_cast<float>(c % 7);  // tiny terms, e^-90
+    for (std::int64_t c = 0; c < cols; ++c) at(7, c) = -big;  // a maximum of -3e38: log(cols) above it
+    device_array<float> x(rows * cols), y(rows);
+    x.upload(hx);
+    y.poison();
+    stream_guard sg;
+    const auto xv = fusex::make_view(x.data(), {rows, cols});
+    const auto yv = fusex::make_view(y.data(), {rows});
+    const std::string plan = fusex::explain(yv, fusex::logsumexp(xv, -1));
+    INFO("[" << rows << ", " << cols << "]\n" << plan);
+    fusex::eval(yv, fusex::logsumexp(xv, -1), sg.s);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+    const auto hy = y.download();
+    std::vector<double> expect(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double m = -INFINITY, z = 0;
+      bool nan = false;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        nan = nan || std::isnan(at(r, c));
+        m = std::max(m, static_cast<double>(at(r, c)));
+      }
+      if (nan) {
+        expect[static_cast<std::size_t>(r)] = NAN;
+        continue;
+      }
+      if (std::isinf(m)) {
+        expect[static_cast<std::size_t>(r)] = m;
+        continue;
+      }
+      for (std::int64_t c = 0; c < cols; ++c) z += std::exp(static_cast<double>(at(r, c)) - m);
+      expect[static_cast<std::size_t>(r)] = round_to<float>(m + std::log(z));
+    }
+    const std::string err = compare(hy, expect, 2e-6);
+    INFO(err);
+    CHECK(err.empty());
+  }
 }
 
 TEST_CASE("gpu: softmax written out by hand, cast epilogue, non-contiguous rows", "[gpu][reduce]") {
