@@ -311,7 +311,7 @@ TEST_CASE("gpu: more than 2^31 elements (32-bit pieces, vector and scalar paths)
   FUSEX_CUDA_CHECK(cudaDeviceSynchronize());
   auto xv = fusex::make_view(x.data(), {static_cast<std::int64_t>(n)});
   auto yv = fusex::make_view(y.data(), {static_cast<std::int64_t>(n)});
-  // Two launches: 2^31 - 16 elements (whole 16-byte vectors), then the rest.
+  // Two launches of about half each (the first at whole 16-byte vectors).
   REQUIRE(fusex::explain(yv, xv * 3 + 1).find("vector width 16 (16-byte accesses), 32-bit indices in 2 pieces") !=
           std::string::npos);
   fusex::eval(yv, xv * 3 + 1, sg.s);

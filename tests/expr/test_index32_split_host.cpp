@@ -167,15 +167,16 @@ TEST_CASE("split_index32: the vector path survives the cut", "[eval][planner][in
     const std::vector<operand_layout> ops{x, f};
     const auto pieces = split(L, ops, 300);
     check_pieces(L, ops, 300, pieces);
-    REQUIRE(pieces.size() == 4);  // 296 + 296 + 296 + 113: the longest parts at whole vectors
+    // At most 296 (whole vectors below 300) per piece: 4 pieces, as even as vectors allow.
+    REQUIRE(pieces.size() == 4);
     for (std::size_t i = 0; i + 1 < pieces.size(); ++i) {
-      CHECK(pieces[i].L.numel == 296);
+      CHECK(pieces[i].L.numel == 252);
       CHECK(pieces[i].L.vector_width == V);
       CHECK(pieces[i].L.tail_start == pieces[i].L.numel);
     }
-    CHECK(pieces.back().L.numel == 113);
+    CHECK(pieces.back().L.numel == 245);
     CHECK(pieces.back().L.vector_width == V);
-    CHECK(pieces.back().L.tail_start == 112);
+    CHECK(pieces.back().L.tail_start == 244);
   }
   SECTION("two dimensions with a row broadcast: rows cut whole") {
     elementwise_layout L;
@@ -198,7 +199,10 @@ TEST_CASE("split_index32: the vector path survives the cut", "[eval][planner][in
     const std::vector<operand_layout> ops{y, f, bias};
     const auto pieces = split(L, ops, 1000);
     check_pieces(L, ops, 1000, pieces);
-    REQUIRE(pieces.size() == 3);  // 15 + 15 + 7 rows of 64
+    REQUIRE(pieces.size() == 3);  // 13 + 12 + 12 rows of 64 (at most 15 fit)
+    CHECK(pieces[0].L.extent[0] == 13);
+    CHECK(pieces[1].L.extent[0] == 12);
+    CHECK(pieces[2].L.extent[0] == 12);
     for (const piece_record& p : pieces) {
       CHECK(p.L.extent[1] == 64);
       CHECK(p.L.vector_width == V);
@@ -207,7 +211,7 @@ TEST_CASE("split_index32: the vector path survives the cut", "[eval][planner][in
 }
 
 TEST_CASE("split_index32: the real limit", "[eval][planner][index32]") {
-  // 2^32 contiguous elements: three pieces of at most 2^31 - 1, the first two at whole vectors.
+  // 2^32 contiguous elements: three pieces below 2^31, as even as whole vectors allow.
   elementwise_layout L;
   L.rank = 1;
   L.extent[0] = std::int64_t{1} << 32;
@@ -228,8 +232,7 @@ TEST_CASE("split_index32: the real limit", "[eval][planner][index32]") {
     CHECK(fusex::detail::fits_index32(p.layout, &o, 1));
     sizes.push_back(p.layout.numel);
   }
-  const i64 first = (fusex::detail::index32_limit - 1) / 4 * 4;
-  CHECK(sizes == std::vector<i64>{first, first, L.numel - 2 * first});
+  CHECK(sizes == std::vector<i64>{1431655768, 1431655764, 1431655764});
 }
 
 TEST_CASE("rows_per_index32_piece: whole rows within the limit", "[reduce][planner][index32]") {
@@ -278,12 +281,24 @@ TEST_CASE("explain: plans past 2^31 elements run in 32-bit pieces", "[eval][plan
     CHECK(plan.find("scalar accesses, 32-bit indices in 2 pieces") != std::string::npos);
   }
   SECTION("row reduction: one launch per piece of whole rows") {
-    // 32768 rows of 65536 (2^31 elements): 32767 rows, then 1.
+    // 32768 rows of 65536 (2^31 elements): at most 32767 rows fit, so two pieces of 16384.
     const auto m = fusex::make_view(at(2), {32768, 65536});
     const std::string plan = fusex::explain(fusex::make_view(out, {32768}), fusex::sum(fusex::cast<std::int64_t>(m), -1));
     INFO(plan);
     CHECK(plan.find("fusex plan: 2 launches of 1 kernel (row reduction with epilogue, rule 1)") != std::string::npos);
-    CHECK(plan.find("launched in 2 pieces of at most 32767 rows") != std::string::npos);
+    CHECK(plan.find("launched in 2 pieces of at most 16384 rows") != std::string::npos);
+  }
+  SECTION("row pieces keep the row in registers (softmax over 2^31 floats)") {
+    auto* xf = reinterpret_cast<float*>(std::uintptr_t{3} << 40);
+    auto* yf = reinterpret_cast<float*>(std::uintptr_t{4} << 40);
+    const auto xs = fusex::make_view(xf, {524288, 4096});
+    const auto ys = fusex::make_view(yf, {524288, 4096});
+    const std::string plan = fusex::explain(ys, fusex::softmax(xs));
+    INFO(plan);
+    CHECK(plan.find("fusex plan: 2 launches of 1 kernel (row reduction with epilogue, rule 1)") != std::string::npos);
+    CHECK(plan.find("row kept in registers") != std::string::npos);
+    CHECK(plan.find("static path") != std::string::npos);
+    CHECK(plan.find("launched in 2 pieces of at most 262144 rows") != std::string::npos);
   }
   SECTION("a row that alone spans 2^31 elements goes to rule 2") {
     // Column-major [65536, 65536]: one row's elements lie 65536 apart.

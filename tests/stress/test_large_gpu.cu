@@ -69,15 +69,15 @@ TEST_CASE("large (GPU): elementwise, reductions and copy past 2^31 elements", "[
   CHECK(read_at(d_rows, 0) == 3 * half_n);
   CHECK(read_at(d_rows, 1) == 3 * half_n);
 
-  // The row kernel in pieces: 32768 rows of 65536 (2^31 elements) are two 32-bit launches,
-  // 32767 rows then 1 (the plan printer says so; host-tested in test_index32_split_host.cpp).
+  // The row kernel in pieces: 32768 rows of 65536 (2^31 elements) are two 32-bit launches of
+  // 16384 rows (the plan printer says so; host-tested in test_index32_split_host.cpp).
   const std::int64_t wide_rows = 32768, wide_cols = 65536;
   std::int64_t* d_wide = nullptr;
   FUSEX_CUDA_CHECK(cudaMalloc(&d_wide, wide_rows * sizeof(std::int64_t)));
   FUSEX_CUDA_CHECK(cudaMemsetAsync(d_wide, 0xff, wide_rows * sizeof(std::int64_t), s));  // poisoned
   const auto wide = fusex::make_view(y, {wide_rows, wide_cols});
   const auto wide_out = fusex::make_view(d_wide, {wide_rows});
-  CHECK(fusex::explain(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1)).find("launched in 2 pieces of at most 32767 rows") !=
+  CHECK(fusex::explain(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1)).find("launched in 2 pieces of at most 16384 rows") !=
         std::string::npos);
   fusex::eval(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1), s);
   std::vector<std::int64_t> h_wide(static_cast<std::size_t>(wide_rows));

@@ -61,10 +61,9 @@ FUSEX_HD FUSEX_FORCEINLINE void decode(Index i, int lo, int hi, const fast_divmo
   }
 }
 
-/// Whether the cached path exists for this kernel: vectorised, 32-bit indices (a 64-bit plan is a
-/// tensor of 2^31 elements or more and re-reads its rows; not instantiating the cached path there
-/// keeps compile time down), and the leaves' vectors fit the register budget (as the planner
-/// decides).
+/// Whether the cached path exists for this kernel: vectorised, 32-bit indices (every row kernel
+/// is: larger plans are launched in pieces of rows), and the leaves' vectors fit the register
+/// budget (as the planner decides).
 template <class Index, int V, class Expr>
 inline constexpr bool row_cache_possible =
     V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;

@@ -297,8 +297,8 @@ struct index32_piece {
 /// that do. Only 32-bit kernels are then instantiated: a 64-bit twin of every kernel cost compile
 /// time in every translation unit for tensors of 2^31 elements or more, which are rare and are
 /// here a few launches more. Each split cuts the dimension whose extent or offset span is largest
-/// (the one spanning the most memory, else the longest) after the longest part that fits, or
-/// in half where no part of it fits with the other dimensions whole; the innermost dimension is
+/// (the one spanning the most memory, else the longest) into as few even parts as fit, or in
+/// half where no part of it fits with the other dimensions whole; the innermost dimension is
 /// cut at whole vectors, so the pieces keep the plan's vector path. Not a template: compiled once,
 /// whatever the expressions. (`limit`: tests use small ones.)
 inline std::vector<index32_piece> split_index32(const elementwise_layout& L, const operand_layout* ops, int n_ops,
@@ -353,6 +353,12 @@ inline std::vector<index32_piece> split_index32(const elementwise_layout& L, con
     if (h < 1 || h >= e) {
       h = e / 2;
       if (inner) h = h / V * V;  // (e >= 2V: h >= V)
+    } else {
+      // As many parts as the longest that fits needs, as even as the vectors allow (no runt).
+      const std::int64_t parts = (e + h - 1) / h;
+      std::int64_t even = (e + parts - 1) / parts;
+      if (inner) even = (even + V - 1) / V * V;
+      if (even < h) h = even;
     }
     box second = b;
     b.L.extent[best] = h;

@@ -295,11 +295,13 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   if (L.index64) {
     // Launched in pieces of whole rows, each within 32-bit indices (the kernels exist in 32-bit
     // form only); a row that does not fit alone goes to rule 2.
-    L.rows_per_piece = rows_per_index32_piece(ops, n_ops, L.cols);
-    if (L.rows_per_piece < 1) {
+    const std::int64_t most = rows_per_index32_piece(ops, n_ops, L.cols);
+    if (most < 1) {
       L.why_not = "one row spans 2^31 elements or more (the row kernel runs in pieces of whole rows with 32-bit indices)";
       return L;
     }
+    const std::int64_t pieces = (L.rows + most - 1) / most;
+    L.rows_per_piece = (L.rows + pieces - 1) / pieces;  // as even as whole rows allow
   }
   const int chunks = row_cache_chunks(L.vector_width);
   const int vpt = row_tuning_state().vectors_per_thread;
@@ -324,7 +326,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   }
   // cols > 0: the cached path's loads are branch-free (a chunk outside the row reads the first
   // vector of row 0 instead), so the row must have one.
-  L.cached = row_tuning_state().cache && L.cols > 0 && L.vector_width > 1 && !L.index64 && cache_bytes <= row_cache_budget_bytes &&
+  L.cached = row_tuning_state().cache && L.cols > 0 && L.vector_width > 1 && cache_bytes <= row_cache_budget_bytes &&
              L.cols / L.vector_width <= std::int64_t{chunks} * L.tpr;
   if (L.cached) {
     bool eligible[64] = {};
