@@ -315,9 +315,8 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
     constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
     const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, V);
     if (R.ok) {
-      out += "fusex plan: " +
-             (R.index64 ? std::to_string((R.rows + R.rows_per_piece - 1) / R.rows_per_piece) + " launches of 1 kernel"
-                        : std::string("1 kernel")) +
+      const std::string pieces = R.index64 ? std::to_string((R.rows + R.rows_per_piece - 1) / R.rows_per_piece) : "1";
+      out += "fusex plan: " + (R.index64 ? pieces + " launches of 1 kernel" : std::string("1 kernel")) +
              " (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " +
              std::to_string(R.cols) + " columns, " + std::to_string(R.tpr) + (R.tpr == 1 ? " thread per row, " : " threads per row, ") +
              std::to_string(reduction_depth<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value) +
@@ -337,8 +336,7 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
                        : (R.reread_why != nullptr ? ", row re-read per pass (" + std::string(R.reread_why) + ")"
                                                   : std::string())) +
              ", 32-bit indices" +
-             (R.index64 ? " (2^31 elements or more: launched in " +
-                              std::to_string((R.rows + R.rows_per_piece - 1) / R.rows_per_piece) + " pieces of at most " +
+             (R.index64 ? " (2^31 elements or more: launched in " + pieces + " pieces of at most " +
                               std::to_string(R.rows_per_piece) + " rows)\n"
                         : std::string("\n"));
       elementwise_layout L;

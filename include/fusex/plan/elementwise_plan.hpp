@@ -126,6 +126,32 @@ inline bool translate_overlaps(std::int64_t delta, const std::int64_t* strides, 
   return translate_overlaps_from(delta, st, ext, n, 0);
 }
 
+/// Chooses the vector path of a planned index space (L's rank, extents and element count set):
+/// vectors of V elements where every destination (ops[0 .. n_out)) and every input that moves
+/// along the innermost dimension has unit inner stride, a base aligned to the vector's size and
+/// outer strides of whole vectors, else single elements. Also sets the work items and the tail.
+/// The planner calls it, and split_index32 again for each piece (new extents and addresses).
+inline void set_vector_path(elementwise_layout& L, const operand_layout* ops, int n_out, int n_ops, int V) {
+  const int r = L.rank;
+  bool vec = V > 1 && (r == 1 || L.extent[r - 1] % V == 0) && L.extent[r - 1] >= V;
+  for (int i = 0; vec && i < n_ops; ++i) {
+    const operand_layout& o = ops[i];
+    const std::int64_t inner = o.s[r - 1];
+    if (inner == 0 && i >= n_out) continue;  // broadcast along the vector: one value
+    if (inner != 1) {
+      vec = false;
+      break;
+    }
+    const auto addr = reinterpret_cast<std::uintptr_t>(o.data);
+    if (addr % static_cast<std::uintptr_t>(V * o.elem_size) != 0) vec = false;
+    for (int d = 0; vec && d < r - 1; ++d)
+      if (o.s[d] % V != 0) vec = false;
+  }
+  L.vector_width = vec ? V : 1;
+  L.work = L.numel / L.vector_width;
+  L.tail_start = L.work * L.vector_width;
+}
+
 /// Plans an elementwise evaluation over `ops[0 .. n_out)` (destinations) and
 /// `ops[n_out .. n_ops)` (leaves). `vector_width` is the widest vector the element types allow
 /// (16 bytes over the largest element). Throws fusex::error on bad input.
@@ -237,53 +263,11 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
   for (int i = 0; i < n_ops; ++i)
     for (int d = 0; d < max_rank; ++d) ops[i].s[d] = d < r ? str[i][d] : 0;
 
-  // Vector access: every destination and every non-broadcast input has unit inner stride, is
-  // aligned to the vector's size, and its outer strides are whole vectors.
-  const int V = vector_width;
-  bool vec = V > 1 && (r == 1 || L.extent[r - 1] % V == 0) && L.extent[r - 1] >= V;
-  for (int i = 0; vec && i < n_ops; ++i) {
-    const operand_layout& o = ops[i];
-    const std::int64_t inner = o.s[r - 1];
-    if (inner == 0 && i >= n_out) continue;
-    if (inner != 1) {
-      vec = false;
-      break;
-    }
-    const auto addr = reinterpret_cast<std::uintptr_t>(o.data);
-    if (addr % static_cast<std::uintptr_t>(V * o.elem_size) != 0) vec = false;
-    for (int d = 0; vec && d < r - 1; ++d)
-      if (o.s[d] % V != 0) vec = false;
-  }
-  if (vec) {
-    L.vector_width = V;
-    L.work = L.numel / V;
-    L.tail_start = L.work * V;
-  } else {
-    L.vector_width = 1;
-    L.work = L.numel;
-    L.tail_start = L.numel;
-  }
+  set_vector_path(L, ops, n_out, n_ops, vector_width);
 
   // 32-bit indices when every count and offset fits (the common case); otherwise the launch
   // splits the index space into pieces that do (split_index32).
   L.index64 = !fits_index32(L, ops, n_ops);
-}
-
-/// Sets the vector path of a piece of a planned index space (its extents or operand addresses
-/// changed): the plan's width where the piece still allows it, else scalar accesses.
-inline void replan_vector(elementwise_layout& L, const operand_layout* ops, int n_ops, int V) {
-  const int r = L.rank;
-  L.numel = 1;
-  for (int d = 0; d < r; ++d) L.numel *= L.extent[d];
-  bool vec = V > 1 && (r == 1 || L.extent[r - 1] % V == 0) && L.extent[r - 1] >= V;
-  for (int i = 0; vec && i < n_ops; ++i) {
-    if (ops[i].s[r - 1] == 0) continue;  // broadcast along the vector: one value
-    const auto addr = reinterpret_cast<std::uintptr_t>(ops[i].data);
-    if (addr % static_cast<std::uintptr_t>(V * ops[i].elem_size) != 0) vec = false;
-  }
-  L.vector_width = vec ? V : 1;
-  L.work = L.numel / L.vector_width;
-  L.tail_start = L.work * L.vector_width;
 }
 
 /// One piece of a split index space: its layout and each operand's address of its first element
@@ -315,7 +299,8 @@ inline std::vector<index32_piece> split_index32(const elementwise_layout& L, con
     stack.pop_back();
     if (fits_index32(b.L, b.ops.data(), n_ops, limit)) {
       b.L.index64 = false;
-      replan_vector(b.L, b.ops.data(), n_ops, V);
+      // (Destinations never broadcast; inputs that do keep their stride 0: n_out = 0 suffices.)
+      set_vector_path(b.L, b.ops.data(), 0, n_ops, V);
       index32_piece p{b.L, std::vector<const void*>(static_cast<std::size_t>(n_ops))};
       for (int i = 0; i < n_ops; ++i) p.data[static_cast<std::size_t>(i)] = b.ops[static_cast<std::size_t>(i)].data;
       out.push_back(std::move(p));
