@@ -6,7 +6,9 @@
 # fusex-tour run, logs and JSON under $OUT. Environment:
 #   COMMIT   the commit the tree is (the copy has no .git)      TARGETS  build targets ("all")
 #   TESTS    ctest arguments (e.g. "-L gpu"; empty: none)       BENCH    benchmark programs (regex)
-#   BENCH_ARGS extra benchmark flags   TOUR=1 runs fusex-tour   EXTRA_CMD a last command (bash -c)
+#   BENCH_ARGS extra benchmark flags   BENCH_TIMEOUT seconds per program (150)
+#   TOUR=1 runs fusex-tour (TOUR_ARGS: its extra flags)   EXTRA_CMD a last command (bash -c)
+#   RUN_TAG  a suffix for the JSON and log names of this call's benchmark and tour runs
 #   PREBUILT a folder whose files (built on the CPU machine for sm_90, e.g. test_matmul_gpu, whose
 #            small-M translation unit has not finished building on the device) are copied into
 #            build/dev at the same relative paths after configuring; leave their targets out of
@@ -47,13 +49,13 @@ stampd=$(date -u +%Y-%m-%d)
 for exe in $(find build/dev/bench -maxdepth 2 -type f -name 'bench_*' -perm -u+x 2>/dev/null | sort); do
   name=$(basename "$exe")
   [ -n "${BENCH:-}" ] && [[ "$name" =~ ${BENCH} ]] || continue
-  timeout 150 "$exe" ${BENCH_ARGS:-} --benchmark_out="$OUT/$name-$stampd-$commit${RUN_TAG:-}.json" --benchmark_out_format=json \
+  timeout "${BENCH_TIMEOUT:-150}" "$exe" ${BENCH_ARGS:-} --benchmark_out="$OUT/$name-$stampd-$commit${RUN_TAG:-}.json" --benchmark_out_format=json \
     --benchmark_context=commit="$commit" > "$OUT/$name${RUN_TAG:-}.log" 2>&1
   echo "$name exit $?"
   stamp "$name done"
 done
 if [ -n "${TOUR:-}" ]; then
-  timeout 120 build/dev/examples/fusex-tour --json "$OUT/fusex_tour-$stampd-$commit.json" > "$OUT/tour.log" 2>&1
+  timeout 120 build/dev/examples/fusex-tour ${TOUR_ARGS:-} --json "$OUT/fusex_tour-$stampd-$commit${RUN_TAG:-}.json" > "$OUT/tour${RUN_TAG:-}.log" 2>&1
   echo "tour exit $?"; tail -22 "$OUT/tour.log"
   stamp "tour done"
 fi

@@ -5,6 +5,9 @@
 //   bm_region_gpu_timed     a region with GPU timing on an idle stream: two cudaEventRecord
 //                           calls from the per-thread pool; stop() only (no wait)
 //   bm_region_gpu_report    the same plus report(), which waits on the stop event
+//   bm_raw_event_pair       the CUDA floor of any event-timed region: two cudaEventRecord calls
+//                           on pre-created events, same stream and sync cadence as gpu_timed
+//   bm_raw_is_capturing     cudaStreamIsCapturing alone (a timed region asks it at its start)
 //   bm_note_launch/<on>     the hook every launch calls, without (0) and with (1) a region
 //   bm_eval_launch/<on>     fusex::eval of a tiny expression, 64 launches per iteration (then a
 //                           stream sync), without and with a region around them: the difference
@@ -44,6 +47,37 @@ void bm_region_gpu_timed(benchmark::State& state) {
     }
   }
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(st.s));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void bm_raw_event_pair(benchmark::State& state) {
+  stream_holder st;
+  cudaEvent_t a = nullptr, b = nullptr;
+  FUSEX_CUDA_CHECK(cudaEventCreate(&a));
+  FUSEX_CUDA_CHECK(cudaEventCreate(&b));
+  std::int64_t n = 0;
+  for (auto _ : state) {
+    FUSEX_CUDA_CHECK(cudaEventRecord(a, st.s));
+    FUSEX_CUDA_CHECK(cudaEventRecord(b, st.s));
+    if (++n % 4096 == 0) {
+      state.PauseTiming();
+      FUSEX_CUDA_CHECK(cudaStreamSynchronize(st.s));
+      state.ResumeTiming();
+    }
+  }
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(st.s));
+  FUSEX_CUDA_CHECK(cudaEventDestroy(a));
+  FUSEX_CUDA_CHECK(cudaEventDestroy(b));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void bm_raw_is_capturing(benchmark::State& state) {
+  stream_holder st;
+  for (auto _ : state) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    FUSEX_CUDA_CHECK(cudaStreamIsCapturing(st.s, &status));
+    benchmark::DoNotOptimize(status);
+  }
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -112,6 +146,8 @@ void bm_eval_launch(benchmark::State& state) {
 
 BENCHMARK(bm_region_host_only)->Unit(benchmark::kNanosecond);
 BENCHMARK(bm_region_gpu_timed)->Unit(benchmark::kNanosecond);
+BENCHMARK(bm_raw_event_pair)->Unit(benchmark::kNanosecond);
+BENCHMARK(bm_raw_is_capturing)->Unit(benchmark::kNanosecond);
 BENCHMARK(bm_region_gpu_report)->Unit(benchmark::kNanosecond);
 BENCHMARK(bm_note_launch)->ArgName("monitored")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_eval_launch)->ArgName("monitored")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);

@@ -493,6 +493,20 @@ TEST_CASE("matmul host: the plan printer", "[matmul][host][explain]") {
                                        fusex::relu(fusex::linear(fusex::view<float>(xs.data(), {16, f.K}), f.w, f.bias)));
   INFO(c);
   CHECK_CONTAINS(c, ("fusex GEMM kernel"));
+  CHECK_CONTAINS(c, ("M-tile 8, warps split K"));  // linear's weight is contiguous along K
+  // A right operand contiguous along N (attention's p @ v, here a column slice of wider rows):
+  // the N-major variant.
+  std::vector<float> bs(static_cast<std::size_t>(f.K * 3 * f.N));
+  const std::string d = fusex::explain(
+      fusex::view<float>(os.data(), {16, f.N}),
+      fusex::matmul(fusex::view<float>(xs.data(), {16, f.K}), fusex::make_view(bs.data() + f.N, {f.K, f.N}, {3 * f.N, 1})));
+  INFO(d);
+  CHECK_CONTAINS(d, ("fusex GEMM kernel"));
+  CHECK_CONTAINS(d, ("threads along N, 4 rows per thread"));
+  CHECK(fusex::detail::small_m_threads_along_n(3 * f.N, 1, f.N));
+  CHECK_FALSE(fusex::detail::small_m_threads_along_n(1, f.K, f.N));  // K-contiguous: split K
+  CHECK_FALSE(fusex::detail::small_m_threads_along_n(1, 1, f.N));    // both unit (K = 1 or N = 1): split K
+  CHECK_FALSE(fusex::detail::small_m_threads_along_n(f.N, 1, 1));    // one column: split K
   CHECK_CONTAINS(fusex::explain(fusex::view<float>(os.data(), {0, f.N}), fusex::linear(fusex::view<float>(xs.data(), {0, f.K}), f.w)),
              ("empty"));
 }

@@ -122,6 +122,51 @@ TEST_CASE("matmul gpu: small-M path, batched with strided operands", "[matmul][g
   CHECK(m.empty());
 }
 
+namespace {
+
+// Attention's `p @ v`: p [B, M, K] row-major, v [B, K, N] a column slice of rows 3N wide (the V
+// third of a QKV projection): contiguous along N, not along K, so the N-major variant runs.
+template <class T>
+void n_major_case(std::int64_t B, std::int64_t M, std::int64_t N, std::int64_t K, unsigned seed) {
+  INFO(fusex::dtype_name<T>() << " B " << B << " M " << M << " N " << N << " K " << K);
+  fusex_test::stream_guard s;
+  operand<T> pm(static_cast<std::size_t>(B * M * K), -1, 1, seed), qkv(static_cast<std::size_t>(B * K * 3 * N), -1, 1, seed + 1),
+      res(static_cast<std::size_t>(B * M * N), -1, 1, seed + 2);
+  pm.on_device({B, M, K});
+  const fusex::view<T> v(qkv.dev.data() + 2 * N, {B, K, N}, {K * 3 * N, 3 * N, 1});
+  qkv.v = v;
+  res.on_device({B, M, N});
+  const product P = reference_product(pm.on_host(), qkv.on_host());
+  device_array<T> out(static_cast<std::size_t>(B * M * N));
+  out.poison();
+  fusex::view<T> o(out.data(), {B, M, N});
+  const auto e = fusex::matmul(pm.v, v, path(fusex::matmul_path::fusex)) * 0.5f + res.v;
+  const std::string plan = fusex::explain(o, e);
+  INFO(plan);
+  CHECK(plan.find("threads along N") != std::string::npos);
+  fusex::eval(o, e, s.s);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+  const std::string m = check(out, expected(P, o, [&](double x, std::int64_t z, std::int64_t i, std::int64_t j) {
+                                return x * 0.5 + fusex::convert<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]);
+                              }),
+                              tolerance<T>(K) * 2);
+  INFO(m);
+  CHECK(m.empty());
+}
+
+}  // namespace
+
+TEST_CASE("matmul gpu: small-M path, N-major variant (right operand contiguous along N)", "[matmul][gpu][small_m]") {
+  // The tour's attention shape, then partial row tiles (M not a multiple of 4), partial blocks of
+  // columns (N not a multiple of 32 or above 128), K not a multiple of the 4-step unroll, K = 1.
+  n_major_case<float>(16, 32, 256, 32, 21);
+  n_major_case<bfloat16>(16, 32, 256, 32, 22);
+  n_major_case<half>(3, 7, 300, 37, 23);
+  for (std::int64_t M : {1, 3, 4, 5, 9, 64})
+    for (std::int64_t N : {2, 33, 129})
+      for (std::int64_t K : {1, 3, 4, 13}) n_major_case<float>(2, M, N, K, static_cast<unsigned>(100 + M * 31 + N * 7 + K));
+}
+
 TEST_CASE("matmul gpu: kernel nodes per evaluation, by capture", "[matmul][gpu][graph]") {
   fusex_test::stream_guard s;
   const std::int64_t M = 256, N = 256, K = 256;

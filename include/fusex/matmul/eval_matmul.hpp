@@ -470,10 +470,15 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
   if (d.why_op[0] != '\0') why += std::string(" [") + d.why_op + "]";
   switch (d.route) {
     case matmul_route::empty: out += "  path: none (empty destination): no kernel\n"; break;
-    case matmul_route::fusex_kernel:
-      out += "  path: fusex GEMM kernel with the epilogue inlined, 1 kernel (M-tile " +
-             std::to_string(small_m_tile(g.m)) + ", programmatic dependent launch on sm_90): " + why + "\n";
+    case matmul_route::fusex_kernel: {
+      const matrix_layout lb = matrix_of(mm.b);
+      const bool along_n = small_m_threads_along_n(lb.row_stride, lb.col_stride, g.n);
+      out += "  path: fusex GEMM kernel with the epilogue inlined, 1 kernel (" +
+             (along_n ? "threads along N, " + std::to_string(small_m_n_major_rows) + " rows per thread"
+                      : "M-tile " + std::to_string(small_m_tile(g.m)) + ", warps split K") +
+             ", programmatic dependent launch on sm_90): " + why + "\n";
       break;
+    }
     case matmul_route::cublaslt_fused: {
       const lt_epilogue_plan& p = d.lt;
       out += std::string("  path: cuBLASLt, 1 call with its epilogue ") + lt_epilogue_name(lt_epilogue_of(p.act, p.has_bias)) +

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// fusex's own GEMM kernel for the launch-bound regime (M = 1 to 64 rows, as in a batch-16 MLP):
+/// fusex's own GEMM kernels for the launch-bound regime (M = 1 to 64 rows, as in a batch-16 MLP):
 /// one launch computes the product and applies the whole epilogue, whatever it is, per output
 /// element through the epilogue's evaluator (the matmul node evaluates to the kernel's
 /// accumulator). It launches through detail::launch_kernel, so programmatic dependent launch
@@ -12,7 +12,8 @@
 /// flight together; the grid has M * N / 32 blocks (128 for 16 x 256). A warp reduce-scatter (31
 /// shuffles) and one exchange through shared memory finish the sums; warp 0 applies the epilogue
 /// and stores. Blocks of one column tile are neighbours, so its weight rows come from L2 for all
-/// but the first.
+/// but the first. A right operand contiguous along N instead of K (attention's `p @ v`) takes the
+/// N-major variant, threads along N (small_m_n_major_kernel).
 
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
@@ -92,6 +93,25 @@ inline int small_m_block_warps(std::int64_t k, int vw) {
   const std::int64_t per_warp = 32 * std::int64_t{vw};
   const std::int64_t w = (k + per_warp - 1) / per_warp;
   return w < 1 ? 1 : (w > small_m_max_warps ? small_m_max_warps : static_cast<int>(w));
+}
+
+/// Whether the fusex GEMM kernel runs with its threads along N instead of splitting K: when B
+/// [K, N] is contiguous along N but not along K (the `v` of attention, `p @ v`, or any row-major
+/// right operand that is not a transposed weight). Splitting K there would make every lane's load
+/// a separate row of B (one memory transaction each); with lanes along N a warp's load of a row of
+/// B is one coalesced transaction and A's element is the same address for all lanes.
+inline bool small_m_threads_along_n(std::int64_t b_sk, std::int64_t b_sn, std::int64_t n) {
+  return n > 1 && b_sn == 1 && b_sk != 1;
+}
+
+/// Rows per thread of the N-major variant (one instantiation: in the launch-bound regime more,
+/// smaller tiles fill the SMs sooner than fewer, larger ones).
+inline constexpr int small_m_n_major_rows = 4;
+
+/// Threads per block of the N-major variant: one per column, at most small_m_max_threads.
+inline int small_m_n_major_threads(std::int64_t n) {
+  const std::int64_t w = (n + 31) / 32;
+  return 32 * static_cast<int>(w > small_m_max_warps ? small_m_max_warps : w);
 }
 
 #if defined(__CUDACC__)
@@ -229,6 +249,69 @@ __global__ void __launch_bounds__(small_m_max_threads) small_m_kernel(const smal
   }
 }
 
+/// The N-major variant: thread t of a block owns column n0 + t and MT rows m0..m0+MT-1 of one
+/// matrix of the batch, and walks K; per step it loads B[k, n] (lanes adjacent along N: one
+/// coalesced load per warp) and A[m, k] for its MT rows (the same address in every lane: a
+/// broadcast). Four steps of K are unrolled so that their loads are in flight together. No
+/// cross-thread reduction: each thread applies the epilogue to its own MT outputs.
+template <int MT, class T, class Out, class Epi>
+__global__ void __launch_bounds__(small_m_max_threads)
+    small_m_n_major_kernel(const small_m_params<T> p, const Out out, const Epi epi, const int n_blocks) {
+  pdl_begin();
+  const int tid = static_cast<int>(threadIdx.x);
+  for (std::int64_t bz = blockIdx.z; bz < p.batch; bz += gridDim.z) {
+    const T* A = p.a + bz * p.a_bs;
+    const T* B = p.b + bz * p.b_bs;
+    for (std::int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+      // Neighbouring blocks take the column blocks of one M-tile: they share its rows of A.
+      const int m0 = static_cast<int>(tile / n_blocks) * MT;
+      const int n = static_cast<int>(tile % n_blocks) * static_cast<int>(blockDim.x) + tid;
+      // Out-of-range rows and columns read the last valid one (no branches in the loop); their
+      // results are not stored.
+      const T* arow[MT];
+      FUSEX_UNROLL
+      for (int i = 0; i < MT; ++i) arow[i] = A + std::int64_t{m0 + i < p.m ? m0 + i : p.m - 1} * p.a_sm;
+      const T* bcol = B + (n < p.n ? n : p.n - 1);
+      float acc[MT];
+      FUSEX_UNROLL
+      for (int i = 0; i < MT; ++i) acc[i] = 0.0f;
+      constexpr int U = 4;
+      int k = 0;
+      for (; k + U <= p.k; k += U) {
+        float w[U];
+        float x[MT][U];
+        FUSEX_UNROLL
+        for (int u = 0; u < U; ++u) w[u] = convert<float>(bcol[std::int64_t{k + u} * p.b_sk]);
+        FUSEX_UNROLL
+        for (int i = 0; i < MT; ++i)
+          FUSEX_UNROLL
+          for (int u = 0; u < U; ++u) x[i][u] = convert<float>(arow[i][std::int64_t{k + u} * p.a_sk]);
+        FUSEX_UNROLL
+        for (int u = 0; u < U; ++u)
+          FUSEX_UNROLL
+          for (int i = 0; i < MT; ++i) acc[i] = fmaf(x[i][u], w[u], acc[i]);
+      }
+      for (; k < p.k; ++k) {
+        const float w = convert<float>(bcol[std::int64_t{k} * p.b_sk]);
+        FUSEX_UNROLL
+        for (int i = 0; i < MT; ++i) acc[i] = fmaf(convert<float>(arow[i][std::int64_t{k} * p.a_sk]), w, acc[i]);
+      }
+      if (n < p.n) {
+        FUSEX_UNROLL
+        for (int i = 0; i < MT; ++i) {
+          if (m0 + i >= p.m) break;
+          coord<std::uint64_t, 3> co;
+          co.rank = 3;
+          co.c[0] = static_cast<std::uint64_t>(bz);
+          co.c[1] = static_cast<std::uint64_t>(m0 + i);
+          co.c[2] = static_cast<std::uint64_t>(n);
+          out.template store<1>(co, epi.template load<1>(co, gemm_context{acc[i]}));
+        }
+      }
+    }
+  }
+}
+
 /// Launches the fusex GEMM kernel for `dst = e` where e's matmul node is `mm`. `ops` holds the
 /// destination then the epilogue's leaves, with strides (`s`) in the space [batch, M, N].
 template <class T, class D, class E, std::size_t N>
@@ -249,26 +332,39 @@ void launch_small_m(const view<D>& dst, const E& e, const matmul_node<T>& mm, co
   p.m = static_cast<int>(g.m);
   p.n = static_cast<int>(g.n);
   p.k = static_cast<int>(g.k);
+  const auto o = make_out_evaluator<std::uint64_t>(dst, ops[0]);
+  leaf_strides_source<std::uint64_t> src{ops.data() + 1, 0, 0};
+  const auto ev = make_evaluator(e, src);
+  using O = std::decay_t<decltype(o)>;
+  using V = std::decay_t<decltype(ev)>;
+  const device_properties& dev = current_device_info();
+  constexpr std::int64_t max_grid_x = std::int64_t{1} << 30;  // more tiles: grid-stride
+  const auto grid_z = static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535);
+  if (small_m_threads_along_n(p.b_sk, p.b_sn, g.n)) {
+    const std::int64_t m_tiles = (g.m + small_m_n_major_rows - 1) / small_m_n_major_rows;
+    p.m_tiles = static_cast<int>(m_tiles);
+    const int threads = small_m_n_major_threads(g.n);
+    const std::int64_t n_blocks = (g.n + threads - 1) / threads;
+    p.tiles = m_tiles * n_blocks;
+    const dim3 grid(static_cast<unsigned>(p.tiles < max_grid_x ? p.tiles : max_grid_x), 1u, grid_z);
+    const dim3 block(static_cast<unsigned>(threads));
+    const int nb = static_cast<int>(n_blocks);
+    launch_kernel("matmul_small_m_kernel", &small_m_n_major_kernel<small_m_n_major_rows, T, O, V>, grid, block, 0, stream,
+                  dev, p, o, ev, nb);
+    return;
+  }
   constexpr int VW = 16 / static_cast<int>(sizeof(T));
   auto aligned = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   const bool vec = (g.k == 0 || (p.a_sk == 1 && p.b_sk == 1)) && g.k % VW == 0 && aligned(p.a) && aligned(p.b) &&
                    (g.m <= 1 || p.a_sm % VW == 0) && (g.n <= 1 || p.b_sn % VW == 0) && p.a_bs % VW == 0 &&
                    p.b_bs % VW == 0;
   const int mt = small_m_tile(g.m);
-  const int cw = 32 / mt;
   const std::int64_t m_tiles = (g.m + mt - 1) / mt;
-  const std::int64_t n_tiles = (g.n + cw - 1) / cw;
   p.m_tiles = static_cast<int>(m_tiles);
+  const int cw = 32 / mt;
+  const std::int64_t n_tiles = (g.n + cw - 1) / cw;
   p.tiles = m_tiles * n_tiles;
-  const auto o = make_out_evaluator<std::uint64_t>(dst, ops[0]);
-  leaf_strides_source<std::uint64_t> src{ops.data() + 1, 0, 0};
-  const auto ev = make_evaluator(e, src);
-  using O = std::decay_t<decltype(o)>;
-  using V = std::decay_t<decltype(ev)>;
-  constexpr std::int64_t max_grid_x = std::int64_t{1} << 30;  // more tiles: grid-stride
-  const dim3 grid(static_cast<unsigned>(p.tiles < max_grid_x ? p.tiles : max_grid_x), 1u,
-                  static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
-  const device_properties& dev = current_device_info();
+  const dim3 grid(static_cast<unsigned>(p.tiles < max_grid_x ? p.tiles : max_grid_x), 1u, grid_z);
   const dim3 block(static_cast<unsigned>(32 * small_m_block_warps(g.k, vec ? VW : 1)));
   if (vec) {
     if (mt == 4) launch_kernel("matmul_small_m_kernel", &small_m_kernel<4, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
