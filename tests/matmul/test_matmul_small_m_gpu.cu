@@ -133,10 +133,11 @@ void n_major_case(std::int64_t B, std::int64_t M, std::int64_t N, std::int64_t K
   operand<T> pm(static_cast<std::size_t>(B * M * K), -1, 1, seed), qkv(static_cast<std::size_t>(B * K * 3 * N), -1, 1, seed + 1),
       res(static_cast<std::size_t>(B * M * N), -1, 1, seed + 2);
   pm.on_device({B, M, K});
-  const fusex::view<T> v(qkv.dev.data() + 2 * N, {B, K, N}, {K * 3 * N, 3 * N, 1});
-  qkv.v = v;
+  const fusex::strides_t v_strides{K * 3 * N, 3 * N, 1};
+  const fusex::view<T> v(qkv.dev.data() + 2 * N, {B, K, N}, v_strides);
+  const fusex::view<T> v_host(qkv.host.data() + 2 * N, {B, K, N}, v_strides);  // the same slice of the host copy
   res.on_device({B, M, N});
-  const product P = reference_product(pm.on_host(), qkv.on_host());
+  const product P = reference_product(pm.on_host(), v_host);
   device_array<T> out(static_cast<std::size_t>(B * M * N));
   out.poison();
   fusex::view<T> o(out.data(), {B, M, N});
