@@ -503,10 +503,19 @@ TEST_CASE("matmul host: the plan printer", "[matmul][host][explain]") {
   INFO(d);
   CHECK_CONTAINS(d, ("fusex GEMM kernel"));
   CHECK_CONTAINS(d, ("threads along N, 4 rows per thread"));
-  CHECK(fusex::detail::small_m_threads_along_n(3 * f.N, 1, f.N));
-  CHECK_FALSE(fusex::detail::small_m_threads_along_n(1, f.K, f.N));  // K-contiguous: split K
-  CHECK_FALSE(fusex::detail::small_m_threads_along_n(1, 1, f.N));    // both unit (K = 1 or N = 1): split K
-  CHECK_FALSE(fusex::detail::small_m_threads_along_n(f.N, 1, 1));    // one column: split K
+  CHECK(fusex::detail::small_m_threads_along_n(3 * f.N, 1, f.N, f.K));
+  CHECK(fusex::detail::small_m_threads_along_n(3 * f.N, 1, f.N, 256));
+  CHECK_FALSE(fusex::detail::small_m_threads_along_n(3 * f.N, 1, f.N, 257));  // long K: split K
+  CHECK_FALSE(fusex::detail::small_m_threads_along_n(1, f.K, f.N, f.K));      // K-contiguous: split K
+  CHECK_FALSE(fusex::detail::small_m_threads_along_n(1, 1, f.N, 1));          // both unit (K = 1 or N = 1): split K
+  CHECK_FALSE(fusex::detail::small_m_threads_along_n(f.N, 1, 1, f.K));        // one column: split K
+  {  // a long K with the same layout prints the K split
+    std::vector<float> xl(16 * 512), bl(512 * f.N);
+    const std::string l = fusex::explain(fusex::view<float>(os.data(), {16, f.N}),
+                                         fusex::matmul(fusex::view<float>(xl.data(), {16, 512}), fusex::view<float>(bl.data(), {512, f.N})));
+    INFO(l);
+    CHECK_CONTAINS(l, ("warps split K"));
+  }
   CHECK_CONTAINS(fusex::explain(fusex::view<float>(os.data(), {0, f.N}), fusex::linear(fusex::view<float>(xs.data(), {0, f.K}), f.w)),
              ("empty"));
 }

@@ -472,7 +472,7 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
     case matmul_route::empty: out += "  path: none (empty destination): no kernel\n"; break;
     case matmul_route::fusex_kernel: {
       const matrix_layout lb = matrix_of(mm.b);
-      const bool along_n = small_m_threads_along_n(lb.row_stride, lb.col_stride, g.n);
+      const bool along_n = small_m_threads_along_n(lb.row_stride, lb.col_stride, g.n, g.k);
       out += "  path: fusex GEMM kernel with the epilogue inlined, 1 kernel (" +
              (along_n ? "threads along N, " + std::to_string(small_m_n_major_rows) + " rows per thread"
                       : "M-tile " + std::to_string(small_m_tile(g.m)) + ", warps split K") +

@@ -95,13 +95,18 @@ inline int small_m_block_warps(std::int64_t k, int vw) {
   return w < 1 ? 1 : (w > small_m_max_warps ? small_m_max_warps : static_cast<int>(w));
 }
 
+/// The longest K the N-major variant walks (it does not split K: each thread walks all of it).
+inline constexpr std::int64_t small_m_n_major_max_k = 256;
+
 /// Whether the fusex GEMM kernel runs with its threads along N instead of splitting K: when B
 /// [K, N] is contiguous along N but not along K (the `v` of attention, `p @ v`, or any row-major
-/// right operand that is not a transposed weight). Splitting K there would make every lane's load
-/// a separate row of B (one memory transaction each); with lanes along N a warp's load of a row of
-/// B is one coalesced transaction and A's element is the same address for all lanes.
-inline bool small_m_threads_along_n(std::int64_t b_sk, std::int64_t b_sn, std::int64_t n) {
-  return n > 1 && b_sn == 1 && b_sk != 1;
+/// right operand that is not a transposed weight) and K is short. Splitting K there would make
+/// every lane's load a separate row of B (one memory transaction each); with lanes along N a
+/// warp's load of a row of B is coalesced and A's element is the same address for all lanes. Its
+/// grid is ceil(M/4) x ceil(N/128) blocks per matrix, so for a long K (a 16 x 8192 x 256 product:
+/// 8 blocks walking 8192 steps) the K split's M*N/32 blocks win despite their scattered loads.
+inline bool small_m_threads_along_n(std::int64_t b_sk, std::int64_t b_sn, std::int64_t n, std::int64_t k) {
+  return n > 1 && b_sn == 1 && b_sk != 1 && k <= small_m_n_major_max_k;
 }
 
 /// Rows per thread of the N-major variant (one instantiation: in the launch-bound regime more,
@@ -340,7 +345,7 @@ void launch_small_m(const view<D>& dst, const E& e, const matmul_node<T>& mm, co
   const device_properties& dev = current_device_info();
   constexpr std::int64_t max_grid_x = std::int64_t{1} << 30;  // more tiles: grid-stride
   const auto grid_z = static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535);
-  if (small_m_threads_along_n(p.b_sk, p.b_sn, g.n)) {
+  if (small_m_threads_along_n(p.b_sk, p.b_sn, g.n, g.k)) {
     const std::int64_t m_tiles = (g.m + small_m_n_major_rows - 1) / small_m_n_major_rows;
     p.m_tiles = static_cast<int>(m_tiles);
     const int threads = small_m_n_major_threads(g.n);
@@ -349,7 +354,7 @@ void launch_small_m(const view<D>& dst, const E& e, const matmul_node<T>& mm, co
     const dim3 grid(static_cast<unsigned>(p.tiles < max_grid_x ? p.tiles : max_grid_x), 1u, grid_z);
     const dim3 block(static_cast<unsigned>(threads));
     const int nb = static_cast<int>(n_blocks);
-    launch_kernel("matmul_small_m_kernel", &small_m_n_major_kernel<small_m_n_major_rows, T, O, V>, grid, block, 0, stream,
+    launch_kernel("matmul_small_m_n_major_kernel", &small_m_n_major_kernel<small_m_n_major_rows, T, O, V>, grid, block, 0, stream,
                   dev, p, o, ev, nb);
     return;
   }
