@@ -4,9 +4,11 @@
 #include <cuda_runtime.h>
 #include <fusex/core/dtype.hpp>
 #include <fusex/error.hpp>
+#include <fusex/graph/graph_capture.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -135,6 +137,42 @@ struct stream_guard {
   stream_guard(const stream_guard&) = delete;
   stream_guard& operator=(const stream_guard&) = delete;
 };
+
+/// How a GPU test submits the work it checks. CTest runs each GPU program that uses fusex_test::run
+/// twice: once as is (eager) and once with FUSEX_TEST_LAUNCH=graph, so that every case is also
+/// captured into a CUDA graph and replayed. A run-time switch, not a second instantiation of the
+/// tests: the test build does not grow.
+enum class launch_path { eager, graph };
+
+/// The launch path of this run: FUSEX_TEST_LAUNCH=graph selects graph, anything else eager.
+inline launch_path current_launch_path() {
+  static const launch_path p = [] {
+    const char* v = std::getenv("FUSEX_TEST_LAUNCH");
+    return v != nullptr && std::strcmp(v, "graph") == 0 ? launch_path::graph : launch_path::eager;
+  }();
+  return p;
+}
+
+inline const char* launch_path_name() { return current_launch_path() == launch_path::graph ? "graph" : "eager"; }
+
+/// Submits `work(stream)` through the run's launch path and waits for it: eagerly, or captured by
+/// fusex::graph_capture into a graph, instantiated and replayed once. Errors thrown by `work` reach
+/// the caller in both paths (the guard discards the capture and leaves the stream usable).
+template <class Work>
+void run(cudaStream_t stream, Work&& work) {
+  if (current_launch_path() == launch_path::graph) {
+    fusex::graph_exec g = [&] {
+      fusex::graph_capture cap(stream);
+      work(stream);
+      return cap.finish();
+    }();
+    g.launch(stream);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } else {
+    work(stream);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+}
 
 /// Number of kernel nodes in a captured graph (the one-kernel guarantee is checked with it).
 inline std::size_t count_kernel_nodes(cudaGraph_t g) {
