@@ -176,6 +176,8 @@ struct fake_backend {
   void check_stream(cudaStream_t s) {
     std::lock_guard<std::mutex> l(w->m);
     if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
+    // As CUDA's cudaStreamGetDevice, which refuses a capturing stream.
+    if (w->streams[s].capturing) throw fusex::cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamGetDevice", __FILE__, __LINE__);
     if (w->foreign.count(s) != 0) throw fusex::invalid_argument("fake: stream of another device");
   }
 };

@@ -349,6 +349,28 @@ TEST_CASE("arena: thorough checks reject a stream of another device", "[memory][
   a.deallocate_async(p, 4096, 256, s);
 }
 
+TEST_CASE("arena: thorough checks never query a capturing stream", "[memory][host]") {
+  // CUDA refuses cudaStreamGetDevice on a capturing stream (the fake backend's check_stream does
+  // too): the device check must skip captures, whether capture queries are announced or always on.
+  for (const auto mode : {fusex::capture_check::announced, fusex::capture_check::always}) {
+    fusex::arena_options o = small_options();
+    o.capture = mode;
+    fake_arena a(fake_backend{}, o);
+    auto w = a.backend().w;
+    const cudaStream_t s = fake_stream(1);
+    fusex::private_pool_options po;
+    po.reserve_bytes = 4 * MiB;
+    auto pool = a.begin_private_pool(s, po);
+    w->set_capturing(s, true, 5);
+    void* p = nullptr;
+    CHECK_NOTHROW(p = a.allocate_async(4096, 256, s));
+    CHECK_NOTHROW(a.deallocate_async(p, 4096, 256, s));
+    w->set_capturing(s, false, 0);
+    a.end_private_pool(pool);
+    CHECK(a.validate().empty());
+  }
+}
+
 TEST_CASE("arena: out of memory throws fusex::bad_alloc and the arena stays usable", "[memory][host]") {
   fake_arena a(fake_backend{}, small_options());
   auto w = a.backend().w;

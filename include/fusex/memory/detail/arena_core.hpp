@@ -32,7 +32,8 @@
 ///   cudaStream_t create_service_stream(); void destroy_service_stream(cudaStream_t) noexcept;
 ///   capture_state capture_status(cudaStream_t);
 ///   bool is_thread_bound(cudaStream_t) const noexcept;  // per-thread default stream
-///   void check_stream(cudaStream_t);  // thorough check: throws for a stream of another device
+///   void check_stream(cudaStream_t);  // thorough check: throws for a stream of another device;
+///                                     // never called on a capturing stream (CUDA refuses it)
 ///   int device() const noexcept;
 
 #include <fusex/error.hpp>
@@ -148,9 +149,11 @@ class basic_arena : private cache_owner {
     }
     const std::size_t r = round_up(bytes, arena_granule);
     capture_state cap;
-    const bool known = must_query_capture();
+    const bool known = must_query_capture() || opts_.thorough_checks;
     if (known) cap = backend_.capture_status(stream);
-    if (opts_.thorough_checks) backend_.check_stream(stream);
+    // CUDA refuses queries about a capturing stream (cudaStreamGetDevice returns
+    // cudaErrorStreamCaptureUnsupported), so the device check runs outside captures only.
+    if (opts_.thorough_checks && !cap.active) backend_.check_stream(stream);
     if (!cap.active && r <= opts_.max_cached_block_bytes && !backend_.is_thread_bound(stream)) {
       thread_cache* c = my_cache();
       block* b = nullptr;
@@ -213,10 +216,10 @@ class basic_arena : private cache_owner {
                              "; pass the size and alignment given to allocate_async");
     }
     capture_state cap;
-    const bool known = must_query_capture();
+    const bool known = must_query_capture() || opts_.thorough_checks;
     try {
       if (known) cap = backend_.capture_status(stream);
-      if (opts_.thorough_checks) backend_.check_stream(stream);
+      if (opts_.thorough_checks && !cap.active) backend_.check_stream(stream);  // as in allocate_async
     } catch (...) {
       b->state.store(st_live, std::memory_order_release);
       throw;
