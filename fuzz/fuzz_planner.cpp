@@ -13,7 +13,7 @@
 //     rounding);
 //   - no byte outside the destination's elements changes; AddressSanitizer sees every buffer at its
 //     exact size, so reads or writes one element past an operand are caught.
-// Any violation aborts (a crash for libFuzzer). Build: fuzz/CMakeLists.txt; run: tools/fuzz_gate.sh.
+// Any violation aborts (a crash for libFuzzer). Build: fuzz/CMakeLists.txt; run: tools/ci/fuzz_gate.sh.
 #include <fusex/fusex.hpp>
 
 #include <algorithm>

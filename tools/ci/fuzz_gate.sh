@@ -3,9 +3,9 @@
 # target from its committed corpus for a bounded time. Any crash, sanitizer report or reference
 # mismatch fails the gate; the failing input is left under build/fuzz/artifacts/ (add it to
 # fuzz/corpus/<target>/ once fixed).
-# Usage: tools/fuzz_gate.sh [seconds per target, default 60]
+# Usage: tools/ci/fuzz_gate.sh [seconds per target, default 60]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${1:-60}
 build=build/fuzz
 lock=()

@@ -2,9 +2,9 @@
 # clang-tidy gate (docs/reliability.md): every header under include/fusex in a host translation unit
 # of its own, plus the two fuzz targets (which instantiate the planner, the evaluators, the host
 # backend and the reductions), checked with the repository's .clang-tidy; findings in fusex headers
-# are errors. Usage: tools/tidy_gate.sh [jobs, default 2]
+# are errors. Usage: tools/ci/tidy_gate.sh [jobs, default 2]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 jobs=${1:-2}
 out=build/tidy
 mkdir -p "$out/tu"

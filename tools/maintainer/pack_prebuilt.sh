@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Packs a build folder's executables and CTest files into DEST/build.tar.xz for tools/device_final.sh
-# (the device tool carries at most 64 MiB). Usage: tools/pack_prebuilt.sh BUILD_DIR DEST_DIR
+# Packs a build folder's executables and CTest files into DEST/build.tar.xz for tools/maintainer/device_final.sh
+# (the device tool carries at most 64 MiB). Usage: tools/maintainer/pack_prebuilt.sh BUILD_DIR DEST_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 mkdir -p "$2" && dest=$(cd "$2" && pwd)

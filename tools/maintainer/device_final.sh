@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The final H200 call of a session, with everything built on the CPU machine (no build here):
 # prebuilt/build.tar.xz is that machine's build folder (executables and CTest files only), made by
-# tools/pack_prebuilt.sh; it is unpacked at the same absolute path so CTest finds everything.
+# tools/maintainer/pack_prebuilt.sh; it is unpacked at the same absolute path so CTest finds everything.
 # Runs the GPU tests (label gpu; GATES=1 adds the stress and >2^31 tests), every benchmark, and
 # fusex-tour; SANITIZE="test1 test2" runs those test programs under compute-sanitizer memcheck.
-# Results: $OUT/final.tar.gz. Usage: tools/device_final.sh COMMIT
+# Results: $OUT/final.tar.gz. Usage: tools/maintainer/device_final.sh COMMIT
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/out}
 commit=${1:-unknown}
 work=/tmp/final

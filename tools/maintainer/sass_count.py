@@ -4,7 +4,7 @@ issue-bound row kernels when no GPU is at hand).
 
     nvcc -O3 -arch=sm_90 --extended-lambda -I include -cubin -o k.cubin probe.cu
     cuobjdump -sass k.cubin > k.sass
-    tools/sass_count.py k.sass 'row_kernelIjLi8ELb1'      # regex on the mangled kernel name
+    tools/maintainer/sass_count.py k.sass 'row_kernelIjLi8ELb1'      # regex on the mangled kernel name
 
 Without a CUDA toolkit's cuobjdump (this project's CPU machine has none), PyPI's
 `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` wheels carry both (unzip them; put nvdisasm's
