@@ -1,7 +1,9 @@
 // GPU suite for elementwise fusion: every op and dtype on the device against a double-precision
 // reference computed here on the host, on random non-zero inputs with poisoned outputs; layouts
 // (odd sizes, empty, misaligned, strided, transposed, broadcast), a case past 2^31 elements,
-// multi-output, user functors and lambdas, and the one-kernel guarantee by stream capture.
+// multi-output, user functors and lambdas, and the one-kernel guarantee by stream capture. Every
+// evaluation whose results are checked is submitted through fusex_test::run, so CTest runs each case
+// eagerly and (test_elementwise_gpu.graph) captured into a graph and replayed.
 #include <fusex/fusex.hpp>
 
 #include "elementwise_gpu_check.hpp"
@@ -24,9 +26,9 @@ struct scale_shift {
 };
 
 // Runs `run(x, b, y)` on a [rows, cols] float problem with bias [cols] and compares with `ref`.
-template <class Run, class Ref>
-void check_layout(const char* what, std::int64_t rows, std::int64_t cols, Run run, Ref ref) {
-  INFO(what << " [" << rows << ", " << cols << "]");
+template <class Launch, class Ref>
+void check_layout(const char* what, std::int64_t rows, std::int64_t cols, Launch launch, Ref ref) {
+  INFO(what << " [" << rows << ", " << cols << "], launch " << launch_path_name());
   const std::size_t n = static_cast<std::size_t>(rows * cols);
   const auto hx = random_values<float>(n + 8, -3, 3, 5);
   const auto hb = random_values<float>(static_cast<std::size_t>(cols) + 8, -3, 3, 6);
@@ -35,8 +37,7 @@ void check_layout(const char* what, std::int64_t rows, std::int64_t cols, Run ru
   b.upload(hb);
   y.poison();
   stream_guard sg;
-  run(x.data(), b.data(), y.data(), sg.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  fusex_test::run(sg.s, [&](cudaStream_t s) { launch(x.data(), b.data(), y.data(), s); });
   const auto hy = y.download();
   std::vector<double> expect;
   std::vector<float> got;
@@ -154,9 +155,10 @@ TEST_CASE("gpu: user functors and lambdas through map", "[gpu][elementwise]") {
   stream_guard sg;
   auto xv = fusex::make_view(x.data(), {rows, cols});
   auto bv = fusex::make_view(b.data(), {cols});
-  fusex::eval(fusex::make_view(y.data(), {rows, cols}),
-              fusex::map<float>(dev_only, fusex::map(scale_shift{3.0f}, xv, bv), fusex::map(hd, bv)), sg.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  fusex_test::run(sg.s, [&](cudaStream_t s) {
+    fusex::eval(fusex::make_view(y.data(), {rows, cols}),
+                fusex::map<float>(dev_only, fusex::map(scale_shift{3.0f}, xv, bv), fusex::map(hd, bv)), s);
+  });
   const auto hy = y.download();
   std::vector<double> expect;
   for (std::int64_t i = 0; i < rows * cols; ++i)
@@ -170,7 +172,9 @@ TEST_CASE("gpu: empty destinations launch nothing", "[gpu][elementwise]") {
   stream_guard sg;
   device_array<float> x(4);
   auto e = fusex::make_view(x.data(), {0, 5});
-  REQUIRE_NOTHROW(fusex::eval(e, fusex::exp(e) + 1.0f, sg.s));
+  // Through the run's launch path (under graph: an empty capture, instantiated and replayed).
+  REQUIRE_NOTHROW(fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(e, fusex::exp(e) + 1.0f, s); }));
+  // The node count by a raw capture of its own, in both runs.
   cudaGraph_t g;
   FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
   fusex::eval(e, fusex::exp(e) + 1.0f, sg.s);
@@ -192,15 +196,15 @@ TEST_CASE("gpu: multi-output evaluation computes every destination in one kernel
   stream_guard sg;
   auto xv = fusex::make_view(x.data(), {n});
   auto out = fusex::tie(fusex::make_view(y.data(), {n}), fusex::make_view(m.data(), {n}), fusex::make_view(h.data(), {n}));
+  // One kernel: counted in a raw capture of its own (discarded), in both runs.
   cudaGraph_t g;
   FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
   fusex::eval(out, fusex::relu(xv), xv > 0, xv * 0.5f, sg.s);
   FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &g));
   CHECK(count_kernel_nodes(g) == 1);
-  cudaGraphExec_t ge;
-  FUSEX_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  FUSEX_CUDA_CHECK(cudaGraphLaunch(ge, sg.s));
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
+  // The results, through the run's launch path.
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(out, fusex::relu(xv), xv > 0, xv * 0.5f, s); });
   const auto hy = y.download();
   const auto hm = m.download();
   const auto hh = h.download();
@@ -209,8 +213,6 @@ TEST_CASE("gpu: multi-output evaluation computes every destination in one kernel
     REQUIRE(hm[i] == (hx[i] > 0));
     REQUIRE(fusex::convert<float>(hh[i]) == fusex::convert<float>(fusex::convert<half>(hx[i] * 0.5f)));
   }
-  FUSEX_CUDA_CHECK(cudaGraphExecDestroy(ge));
-  FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
 }
 
 TEST_CASE("gpu: any elementwise expression is one kernel node, however deep", "[gpu][elementwise]") {
@@ -224,6 +226,7 @@ TEST_CASE("gpu: any elementwise expression is one kernel node, however deep", "[
   auto e1 = fusex::gelu(xv * bv + bv) - fusex::sigmoid(xv);
   auto e2 = fusex::where(e1 > 0, fusex::exp(e1), fusex::log1p(fusex::abs(e1))) * fusex::tanh(e1 + xv);
   auto e3 = fusex::clamp(e2 * e2 + fusex::sqrt(fusex::abs(e2)), -3.0f, 3.0f) / (1.0f + fusex::cast<fusex::bfloat16>(e1));
+  // Counts nodes in a raw capture and checks no values: the same in both runs.
   cudaGraph_t g;
   FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
   fusex::eval(fusex::make_view(y.data(), {rows, cols}), e3, sg.s);
@@ -239,22 +242,29 @@ TEST_CASE("gpu: bad input throws before launching and leaves the destination unt
   auto x34 = fusex::make_view(x.data(), {3, 4});
   auto y34 = fusex::make_view(y.data(), {3, 4});
   auto x5 = fusex::make_view(x.data(), {5});
-  CHECK_THROWS_AS(fusex::eval(y34, x34 + x5, sg.s), fusex::shape_error);
-  CHECK_THROWS_AS(fusex::eval(fusex::make_view(y.data(), {4, 3}), x34 * 2.0f, sg.s), fusex::shape_error);
-  CHECK_THROWS_AS(fusex::eval(fusex::make_view(x.data() + 1, {3, 4}), x34 + 1.0f, sg.s), fusex::invalid_argument);
+  // Each through the run's launch path: under graph the throw happens inside a capture, which the
+  // guard discards before rethrowing.
+  auto submit = [&](auto&& eval_it) { fusex_test::run(sg.s, [&](cudaStream_t s) { eval_it(s); }); };
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) { fusex::eval(y34, x34 + x5, s); }), fusex::shape_error);
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) { fusex::eval(fusex::make_view(y.data(), {4, 3}), x34 * 2.0f, s); }),
+                  fusex::shape_error);
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) { fusex::eval(fusex::make_view(x.data() + 1, {3, 4}), x34 + 1.0f, s); }),
+                  fusex::invalid_argument);
+  bool threw = false;
   try {
-    fusex::eval(y34, x34 + x5, sg.s);
+    submit([&](cudaStream_t s) { fusex::eval(y34, x34 + x5, s); });
   } catch (const fusex::error& e) {
+    threw = true;
     const std::string m = e.what();
     CHECK(m.find("[3, 4]") != std::string::npos);
     CHECK(m.find("[5]") != std::string::npos);
   }
+  CHECK(threw);
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
   for (float v : y.download()) CHECK(std::isnan(v));
   // In place, element for element, is allowed.
   x.upload(std::vector<float>(64, 2.0f));
-  fusex::eval(x34, x34 * x34 + 1.0f, sg.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  submit([&](cudaStream_t s) { fusex::eval(x34, x34 * x34 + 1.0f, s); });
   const auto hx = x.download();
   for (int i = 0; i < 12; ++i) CHECK(hx[i] == 5.0f);
   CHECK(hx[12] == 2.0f);
@@ -264,8 +274,10 @@ TEST_CASE("gpu: tensors allocate from the default resource and assign expression
   stream_guard sg;
   fusex::tensor<float> a({256, 33}, sg.s);
   fusex::tensor<fusex::bfloat16> b({256, 33}, sg.s);
-  fusex::eval(a, 1.5f, sg.s);  // fill
-  b.assign(fusex::sqrt(a) * 2.0f, sg.s);
+  fusex_test::run(sg.s, [&](cudaStream_t s) {
+    fusex::eval(a, 1.5f, s);  // fill
+    b.assign(fusex::sqrt(a) * 2.0f, s);
+  });
   std::vector<fusex::bfloat16> hb(256 * 33);
   FUSEX_CUDA_CHECK(cudaMemcpyAsync(hb.data(), b.data(), hb.size() * sizeof(fusex::bfloat16), cudaMemcpyDeviceToHost, sg.s));
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
@@ -279,15 +291,18 @@ TEST_CASE("gpu: programmatic dependent launch on and off give identical bits", "
   x.upload(random_values<float>(n, -2, 2, 9));
   stream_guard sg;
   auto xv = fusex::make_view(x.data(), {n});
-  auto run = [&](float* y) {
-    auto yv = fusex::make_view(y, {n});
-    fusex::eval(yv, fusex::exp(xv), sg.s);
-    for (int i = 0; i < 20; ++i) fusex::eval(yv, fusex::tanh(yv + xv) * 1.01f, sg.s);  // dependent chain
+  // Under graph the chain is captured with (programmatic edges) and without PDL, then replayed.
+  auto chain = [&](float* y) {
+    fusex_test::run(sg.s, [&](cudaStream_t s) {
+      auto yv = fusex::make_view(y, {n});
+      fusex::eval(yv, fusex::exp(xv), s);
+      for (int i = 0; i < 20; ++i) fusex::eval(yv, fusex::tanh(yv + xv) * 1.01f, s);  // dependent chain
+    });
   };
   fusex::set_programmatic_dependent_launch(true);
-  run(y1.data());
+  chain(y1.data());
   fusex::set_programmatic_dependent_launch(false);
-  run(y2.data());
+  chain(y2.data());
   fusex::set_programmatic_dependent_launch(true);
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
   const auto a = y1.download(), b = y2.download();
@@ -314,8 +329,7 @@ TEST_CASE("gpu: more than 2^31 elements (32-bit pieces, vector and scalar paths)
   // Two launches of about half each (the first at whole 16-byte vectors).
   REQUIRE(fusex::explain(yv, xv * 3 + 1).find("vector width 16 (16-byte accesses), 32-bit indices in 2 pieces") !=
           std::string::npos);
-  fusex::eval(yv, xv * 3 + 1, sg.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(yv, xv * 3 + 1, s); });
   auto hy = y.download();
   std::size_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) bad += hy[i] != static_cast<std::uint8_t>((i % 251 + 1) * 3 + 1);
@@ -324,8 +338,7 @@ TEST_CASE("gpu: more than 2^31 elements (32-bit pieces, vector and scalar paths)
   auto xs = fusex::make_view(x.data() + 1, {static_cast<std::int64_t>(n - 1)});
   auto ys = fusex::make_view(y.data(), {static_cast<std::int64_t>(n - 1)});
   REQUIRE(fusex::explain(ys, xs - 1).find("scalar accesses, 32-bit indices in 2 pieces") != std::string::npos);
-  fusex::eval(ys, xs - 1, sg.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(ys, xs - 1, s); });
   hy = y.download();
   bad = 0;
   for (std::size_t i = 0; i + 1 < n; ++i) bad += hy[i] != static_cast<std::uint8_t>((i + 1) % 251);

@@ -11,6 +11,12 @@
 //   an epilogue cuBLASLt computes in part (route 3): + the output dtype's term once more (that
 //   part is stored in the destination's dtype before the rest runs)
 //   TF32 (opt-in) is not compared at float32 precision: 2e-3 * sqrt(K)
+//
+// Launch paths: every checked evaluation is submitted through fusex_test::run, so CTest runs the
+// program eagerly and (test_matmul_gpu.graph) captured by fusex::graph_capture and replayed. Under
+// graph_capture cuBLASLt's workspace comes from the capture's graph-private pool (64 MiB reserved;
+// the chooser allows at most 32 MiB), so the captured call uses the same plan (and tolerances) as
+// the eager one; only a raw cudaStreamBeginCapture gets the no-workspace plan.
 #include <fusex/fusex.hpp>
 #include <fusex/matmul.hpp>
 
@@ -188,8 +194,8 @@ void check_eval(cudaStream_t s, const product& P, const E& e, const ref_fn& f, d
                                  : (P.b > 1 ? fusex::view<Out>(out.data(), {P.b, P.m, P.n})
                                             : fusex::view<Out>(out.data(), {P.m, P.n}));
   INFO(fusex::explain(o, e));
-  fusex::eval(o, e, s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
+  INFO("launch " << fusex_test::launch_path_name());
+  fusex_test::run(s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
   const std::string m = check(out, expected(P, o, f), tol);
   INFO(m);
   CHECK(m.empty());
@@ -246,8 +252,7 @@ void epilogue_forms(std::int64_t M, std::int64_t N, std::int64_t K) {
       device_array<T> inout(static_cast<std::size_t>(M * N));
       inout.upload(L.res.host);
       fusex::view<T> io(inout.data(), {M, N});
-      fusex::eval(io, fusex::linear(x, w, bias, o) + io, s.s);
-      FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+      fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(io, fusex::linear(x, w, bias, o) + io, st); });
       const std::string m = check(inout, expected(P, io, [&](double v, auto, std::int64_t i, std::int64_t j) { return v + L.b(j) + L.r(i, j); }), tol);
       INFO(m);
       CHECK(m.empty());

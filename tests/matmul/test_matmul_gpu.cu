@@ -2,7 +2,8 @@
 // and bad input, each against a double-precision host reference with poisoned outputs. Tolerances:
 // matmul_gpu_support.hpp. (Every epilogue form on every path, one translation unit per dtype:
 // test_matmul_epilogue_{f32,f16,bf16}_gpu.cu; small-M path, chains and graph node counts:
-// test_matmul_small_m_gpu.cu.)
+// test_matmul_small_m_gpu.cu.) Checked evaluations go through fusex_test::run: eager, and captured
+// into a graph and replayed in test_matmul_gpu.graph (matmul_gpu_support.hpp).
 #include "matmul_gpu_support.hpp"
 
 #include <array>
@@ -86,10 +87,11 @@ TEST_CASE("matmul gpu: K = 0 and empty destinations", "[matmul][gpu]") {
                       [&](double, auto, auto, std::int64_t j) { return std::fmax(0.0, static_cast<double>(bias.host[static_cast<std::size_t>(j)])); },
                       1e-7);
     device_array<float> out(1);
-    fusex::eval(fusex::view<float>(out.data(), {0, 8}), fusex::matmul(a.on_device({0, 2}), b.on_device({2, 8}), path(p)), s.s);
-    fusex::eval(fusex::view<float>(out.data(), {8, 0}), fusex::matmul(a.on_device({8, 2}), b.on_device({2, 0}), path(p)), s.s);
+    fusex_test::run(s.s, [&](cudaStream_t st) {
+      fusex::eval(fusex::view<float>(out.data(), {0, 8}), fusex::matmul(a.on_device({0, 2}), b.on_device({2, 8}), path(p)), st);
+      fusex::eval(fusex::view<float>(out.data(), {8, 0}), fusex::matmul(a.on_device({8, 2}), b.on_device({2, 0}), path(p)), st);
+    });
   }
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
 }
 
 TEST_CASE("matmul gpu: TF32 only by opt-in", "[matmul][gpu]") {
@@ -106,9 +108,11 @@ TEST_CASE("matmul gpu: bad input", "[matmul][gpu][errors]") {
   fusex_test::stream_guard s;
   operand<float> a(64, -1, 1, 1), b(64, -1, 1, 2);
   device_array<float> out(64);
-  auto what = [](auto&& f) {
+  // Each through the run's launch path: under graph the throw happens inside a capture, which the
+  // guard discards before rethrowing.
+  auto what = [&](auto&& f) {
     try {
-      f();
+      fusex_test::run(s.s, [&](cudaStream_t) { f(); });
     } catch (const fusex::error& e) {
       return std::string(e.what());
     }
@@ -124,7 +128,11 @@ TEST_CASE("matmul gpu: bad input", "[matmul][gpu][errors]") {
   });
   INFO(strides);
   CHECK(strides.find("strides [8, 2]") != std::string::npos);
-  CHECK_THROWS_AS(fusex::eval(fusex::view<float>(out.data(), {4, 5}), fusex::matmul(a.on_device({4, 4}), b.on_device({4, 4})), s.s),
+  CHECK_THROWS_AS(fusex_test::run(s.s,
+                                  [&](cudaStream_t st) {
+                                    fusex::eval(fusex::view<float>(out.data(), {4, 5}),
+                                                fusex::matmul(a.on_device({4, 4}), b.on_device({4, 4})), st);
+                                  }),
                   fusex::shape_error);
   // Nothing was launched: the stream is clean.
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));

@@ -2,7 +2,8 @@
 // counts under stream capture (a built-in epilogue is one GEMM node, an arbitrary one at most
 // two), and of a chain of 100 Linear(256, 256) + ReLU layers at batch 16, eager and replayed from a
 // graph (fusex::graph_capture and a raw capture), each layer checked against the reference
-// computed from that layer's actual input.
+// computed from that layer's actual input. Checked evaluations go through fusex_test::run (eager, and
+// captured and replayed in test_matmul_gpu.graph) except where a case says why not.
 #include "matmul_gpu_support.hpp"
 
 #include <cstdint>
@@ -35,8 +36,7 @@ void small_m_sweep(std::int64_t N, std::int64_t K) {
     const std::string plan = fusex::explain(o, e);
     INFO(plan);
     CHECK(plan.find("fusex GEMM kernel") != std::string::npos);
-    fusex::eval(o, e, s.s);
-    FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+    fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
     const std::string m = check(out, expected(P, o, [&](double v, auto, auto, std::int64_t j) {
                                   return std::fmax(0.0, v + fusex::convert<double>(bias.host[static_cast<std::size_t>(j)]));
                                 }),
@@ -88,8 +88,7 @@ TEST_CASE("matmul gpu: small-M path, strided operands and M above 64", "[matmul]
       fusex::view<float> o(out.data(), {M, N});
       const auto e = fusex::gelu(fusex::linear(xv, w.v, bias.v, path(fusex::matmul_path::fusex))) - 1.0f;
       CHECK(fusex::explain(o, e).find("fusex GEMM kernel") != std::string::npos);
-      fusex::eval(o, e, s.s);
-      FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+      fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
       const std::string m = check(out, expected(P, o, [&](double v, auto, auto, std::int64_t j) {
                                     return gelu_ref(v + static_cast<double>(bias.host[static_cast<std::size_t>(j)])) - 1;
                                   }),
@@ -112,8 +111,9 @@ TEST_CASE("matmul gpu: small-M path, batched with strided operands", "[matmul][g
   device_array<float> out(static_cast<std::size_t>(B * M * N));
   out.poison();
   fusex::view<float> o(out.data(), {B, M, N});
-  fusex::eval(o, fusex::silu(fusex::matmul(av, b.v, path(fusex::matmul_path::fusex))) * 2.0f + res.v, s.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+  fusex_test::run(s.s, [&](cudaStream_t st) {
+    fusex::eval(o, fusex::silu(fusex::matmul(av, b.v, path(fusex::matmul_path::fusex))) * 2.0f + res.v, st);
+  });
   const std::string m = check(out, expected(P, o, [&](double v, std::int64_t z, std::int64_t i, std::int64_t j) {
                                 return silu_ref(v) * 2 + static_cast<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]);
                               }),
@@ -145,8 +145,7 @@ void n_major_case(std::int64_t B, std::int64_t M, std::int64_t N, std::int64_t K
   const std::string plan = fusex::explain(o, e);
   INFO(plan);
   CHECK(plan.find("threads along N") != std::string::npos);
-  fusex::eval(o, e, s.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));
+  fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
   const std::string m = check(out, expected(P, o, [&](double x, std::int64_t z, std::int64_t i, std::int64_t j) {
                                 return x * 0.5 + fusex::convert<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]);
                               }),
@@ -168,6 +167,8 @@ TEST_CASE("matmul gpu: small-M path, N-major variant (right operand contiguous a
       for (std::int64_t K : {1, 3, 4, 13}) n_major_case<float>(2, M, N, K, static_cast<unsigned>(100 + M * 31 + N * 7 + K));
 }
 
+// Eager in both runs (not through fusex_test::run): it counts nodes in raw captures of its own and
+// launches eagerly under a launch_monitor, which counts what is enqueued, not what a graph replays.
 TEST_CASE("matmul gpu: kernel nodes per evaluation, by capture", "[matmul][gpu][graph]") {
   fusex_test::stream_guard s;
   const std::int64_t M = 256, N = 256, K = 256;
@@ -243,6 +244,8 @@ struct mlp {
 };
 }  // namespace
 
+// Not through fusex_test::run: it runs the chain eagerly, under graph_capture and under a raw capture
+// itself, reading the layers back between them (the same in both runs).
 TEST_CASE("matmul gpu: 100 x (Linear(256,256) + ReLU) at batch 16, eager and graph", "[matmul][gpu][graph]") {
   fusex_test::stream_guard s;
   mlp net;
