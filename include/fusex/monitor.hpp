@@ -80,14 +80,6 @@ struct launch_report {
 
 namespace detail {
 
-/// GPU timing that does nothing (a region without a stream).
-struct no_gpu_timer {
-  void start() noexcept {}
-  void stop() noexcept {}
-  double elapsed_us() { return -1.0; }
-  void release() noexcept {}
-};
-
 /// The region logic, independent of how GPU time is measured (`Timer`: start(), stop(),
 /// elapsed_us() (negative: not timed; may wait for the GPU), release()). Host-testable.
 template <class Timer>

@@ -75,8 +75,8 @@ struct one_two_byte_type<type_list<T>> : std::bool_constant<sizeof(T) == 2> {};
 /// Blocks per SM the static row kernel's registers are capped for, where its leaves are of one
 /// 2-byte type (half or bfloat16): four blocks of 256 threads (64 registers). At vector width 8
 /// such rows cache 32 elements per thread (row_cache_chunks); at width 4 (a float32
-/// destination) 16, where the earlier cap of six blocks (40 registers) spilled in layer_norm
-/// (ptxas, sm_90). Expressions over several leaf types keep one register set per type and the
+/// destination) 16; a cap of six blocks (40 registers) would make layer_norm spill (ptxas,
+/// sm_90). Expressions over several leaf types keep one register set per type and the
 /// compiler's choice.
 template <bool Static, class Expr>
 inline constexpr int row_min_blocks = Static && one_two_byte_type<leaf_types_t<Expr>>::value ? 4 : 1;

@@ -17,8 +17,8 @@ namespace fusex {
 /// Thresholds of the path chooser (docs/matmul.md, "Choosing a path"). For each dtype class the
 /// fusex kernel is chosen when M <= m_max, M*N <= mn_max and N*K <= nk_max; cuBLASLt otherwise.
 ///
-/// Set from bench_matmul's chooser sweep on the H200 (2026-12-03, M 1..64, N = K 256..8192, 20
-/// chained layers replayed from a graph): in float32 the fusex kernel wins exactly where
+/// Set from bench_matmul's chooser sweep on the H200 (M 1..64, N = K 256..8192, 20 chained layers
+/// replayed from a graph): in float32 the fusex kernel wins exactly where
 /// M*N <= 32768 (its blocks own 32 outputs each; beyond that cuBLASLt fills the GPU better); in
 /// bfloat16 where M*N <= 16384 and N*K <= 2^24 (cuBLASLt's tensor cores win sooner, and at
 /// 8192 x 8192 weights even at M = 1). float16 shares the bfloat16 row (not swept).

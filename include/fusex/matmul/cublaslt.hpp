@@ -218,12 +218,12 @@ inline void build_lt_plan(lt_plan& p, cublasLtHandle_t handle, const lt_gemm& g,
   // the caller falls back to a plain GEMM and an elementwise kernel.
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return;
   FUSEX_CUBLAS_CHECK(st);
-  // The best-ranked algorithm without split-K, else the heuristic's first. Measured on the H200
-  // (bench_matmul runs of 21596f2 and ee67b6f): at batch 16 the heuristic's split-K picks took
-  // 31 us per fp32 256x256 layer (bm_mlp via cuBLASLt: 3170 us per 100 layers eagerly, 770 us
-  // with this rule); fusex-tour's transformer step in a graph went from 69.3 to 76.6 us (two
-  // kernel nodes fewer, slower GEMMs at [512 x 1024 x 256]). Under a raw capture with no
-  // workspace cuBLASLt may still split K (3 kernel nodes seen for GEMM + epilogue kernel).
+  // The best-ranked algorithm without split-K, else the heuristic's first. On the H200 at batch 16
+  // the heuristic's split-K picks take 31 us per fp32 256x256 layer (bench_matmul's bm_mlp through
+  // cuBLASLt: 3170 us per 100 layers eagerly against 770 us with this rule). The price: fusex-tour's
+  // transformer step in a graph takes 76.6 us with this rule against 69.3 us with the heuristic's
+  // picks (two kernel nodes fewer, but slower GEMMs at [512 x 1024 x 256]). Under a raw capture with
+  // no workspace cuBLASLt may still split K (3 kernel nodes seen for GEMM + epilogue kernel).
   int pick = 0;
   for (int i = 0; i < found; ++i) {
     std::int32_t splits = 1;
@@ -248,13 +248,6 @@ struct lt_cache {
 inline lt_cache& lt_plans() {
   static lt_cache* c = new lt_cache;  // never destroyed (plans may be used until the process ends)
   return *c;
-}
-
-/// Number of cached cuBLASLt plans (for tests).
-inline std::size_t lt_plan_count() {
-  lt_cache& c = lt_plans();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  return c.plans.size();
 }
 
 // The cached plan for `g` with at most `max_ws` bytes of workspace (built on first use).

@@ -33,14 +33,6 @@ namespace fusex::detail {
 /// The activations cuBLASLt applies in its epilogue.
 enum class epilogue_activation { none, relu, gelu_tanh };
 
-inline const char* activation_name(epilogue_activation a) {
-  switch (a) {
-    case epilogue_activation::relu: return "relu";
-    case epilogue_activation::gelu_tanh: return "gelu_tanh";
-    default: return "none";
-  }
-}
-
 /// A view in an epilogue, as the classifier sees it.
 struct epilogue_operand {
   const void* data = nullptr;

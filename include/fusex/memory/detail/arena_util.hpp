@@ -65,7 +65,6 @@ class spinlock {
     if (!flag_.exchange(true, std::memory_order_acquire)) return;  // uncontended: inline
     lock_contended();
   }
-  bool try_lock() noexcept { return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire); }
   void unlock() noexcept { flag_.store(false, std::memory_order_release); }
 
  private:
