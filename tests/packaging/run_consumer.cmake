@@ -1,12 +1,20 @@
 # Runs one packaging check as a real consumer would: cmake -P run_consumer.cmake with
-#   MODE          find_package | add_subdirectory | fetchcontent | conan
-#   SOURCE_DIR    fusex's source tree
+#   MODE          find_package | add_subdirectory | fetchcontent | fetchcontent_git | conan
+#   SOURCE_DIR    fusex's source tree (for fetchcontent_git: a git checkout; README.md's
+#                 FetchContent snippet gives the GIT_TAG)
 #   WORK_DIR      scratch folder, wiped first
 #   GENERATOR, MAKE_PROGRAM, CXX_COMPILER, CUDA_COMPILER, CUDA_HOST_COMPILER, CUDA_ARCHITECTURES,
 #   BUILD_TYPE    passed on to every project configured here, so consumers build like the parent
 #   VERSION       the version fusex's headers must report
 #   EXPECT_MATMUL 1 when fusex defines fusex_matmul: consumers must then see fusex::matmul
 #   CONAN         the conan executable (MODE conan)
+#   GIT           the git executable (MODE fetchcontent_git)
+#   HOST_COMPILER when set, the consumer's C++ compiler and CUDA host compiler (e.g. clang++)
+# Consumers compile their own code with warnings as errors (-Wall -Wextra -Werror, and nvcc's
+# -Werror=all-warnings), as many users do: a warning that fusex's headers cause in a consumer's
+# translation unit fails the check.
+# A check that cannot run here prints "packaging <mode>: SKIPPED: <why>" (CTest's
+# SKIP_REGULAR_EXPRESSION reports it as skipped).
 # Each step's output goes to a log that is printed only when the step fails.
 cmake_minimum_required(VERSION 3.25)
 
@@ -18,6 +26,11 @@ endforeach()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
+
+if(HOST_COMPILER)
+  set(CXX_COMPILER "${HOST_COMPILER}")
+  set(CUDA_HOST_COMPILER "${HOST_COMPILER}")
+endif()
 
 # Options every configure step gets.
 set(_common -Wno-dev "-DCMAKE_CUDA_COMPILER=${CUDA_COMPILER}")
@@ -85,6 +98,67 @@ if(MODE STREQUAL "find_package")
   list(APPEND _consumer_args "-DCMAKE_PREFIX_PATH=${_prefix}")
 elseif(MODE STREQUAL "add_subdirectory" OR MODE STREQUAL "fetchcontent")
   list(APPEND _consumer_args "-DFUSEX_SOURCE_DIR=${SOURCE_DIR}")
+elseif(MODE STREQUAL "fetchcontent_git")
+  # README's FetchContent snippet, exactly: GIT_REPOSITORY (here a file:// URL) and README's GIT_TAG.
+  file(READ "${SOURCE_DIR}/README.md" _readme)
+  string(REGEX MATCH "FetchContent_Declare\\(fusex[^)]*" _snippet "${_readme}")
+  if(NOT _snippet)
+    message(FATAL_ERROR "packaging ${MODE}: README.md has no FetchContent_Declare(fusex ...) snippet")
+  endif()
+  if(NOT _snippet MATCHES "GIT_REPOSITORY" OR NOT _snippet MATCHES "GIT_TAG[ \t]+([^ \t\n)#]+)")
+    message(FATAL_ERROR "packaging ${MODE}: README.md's FetchContent snippet is not GIT_REPOSITORY + "
+      "GIT_TAG, the form this check tests:\n${_snippet}")
+  endif()
+  set(_tag "${CMAKE_MATCH_1}")
+  message(STATUS "packaging ${MODE}: README's GIT_TAG is '${_tag}'")
+  if(NOT GIT)
+    message(FATAL_ERROR "packaging ${MODE}: GIT is not set")
+  endif()
+  execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse --show-toplevel
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _top ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  get_filename_component(_src_real "${SOURCE_DIR}" REALPATH)
+  if(_rc EQUAL 0)
+    get_filename_component(_top "${_top}" REALPATH)
+  endif()
+  if(NOT _rc EQUAL 0 OR NOT _top STREQUAL _src_real)
+    message(STATUS "packaging ${MODE}: SKIPPED: ${SOURCE_DIR} is not a git checkout (e.g. a source "
+      "archive or a Conan source copy), so there is no repository to fetch from")
+    return()
+  endif()
+  # README's tag must name something in fusex's repository: a branch (local, or fetched from a
+  # remote), a tag or a commit. A tag that does not exist is what this check is for.
+  set(_found "")
+  foreach(_ref "refs/heads/${_tag}" "refs/tags/${_tag}" "refs/remotes/origin/${_tag}" "${_tag}")
+    execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse --verify -q "${_ref}^{commit}"
+                    RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(_found "${_ref}")
+      break()
+    endif()
+  endforeach()
+  if(NOT _found)
+    message(FATAL_ERROR "packaging ${MODE}: README's GIT_TAG '${_tag}' is no branch, tag or commit of "
+      "${SOURCE_DIR}: a user following README would get an error from FetchContent. (In a checkout "
+      "that lacks the branch, e.g. a detached CI checkout, fetch it: git fetch origin ${_tag}.)")
+  endif()
+  # The repository fetched from: a bare one whose README tag points at the commit under test (HEAD),
+  # so that this check builds the sources being tested, through README's exact declaration. For a
+  # commit hash as the tag, the whole history is fetched and the tag itself is checked out.
+  set(_repo "${WORK_DIR}/fusex.git")
+  step(git-init "${GIT}" init --quiet --bare "${_repo}")
+  if(_tag MATCHES "^[0-9a-f]+$" AND _found STREQUAL _tag)
+    step(git-fetch "${GIT}" -C "${_repo}" fetch --quiet "${SOURCE_DIR}" "+refs/heads/*:refs/heads/*" "+HEAD:refs/heads/fusex-under-test")
+  else()
+    step(git-fetch "${GIT}" -C "${_repo}" fetch --quiet "${SOURCE_DIR}" "+HEAD:refs/heads/${_tag}")
+    step(git-head "${GIT}" -C "${_repo}" symbolic-ref HEAD "refs/heads/${_tag}")
+    execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
+                    OUTPUT_VARIABLE _dirty ERROR_QUIET)
+    if(_dirty)
+      message(STATUS "packaging ${MODE}: note: this check builds the committed HEAD; uncommitted "
+        "changes in ${SOURCE_DIR} are not part of it")
+    endif()
+  endif()
+  list(APPEND _consumer_args "-DFUSEX_GIT_REPOSITORY=file://${_repo}" "-DFUSEX_GIT_TAG=${_tag}")
 elseif(MODE STREQUAL "conan")
   if(NOT CONAN)
     message(FATAL_ERROR "packaging conan: CONAN is not set")
