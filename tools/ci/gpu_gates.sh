@@ -30,6 +30,8 @@
 #   ONLY         regex of test names to run (default: all)
 #   DRY_RUN=1    print the runs (tool, test, environment, command) and exit 0; builds nothing
 # Also packs $OUT/gpu_gates.tar.gz after each step.
+# Testing this script without a GPU: GPU_GATES_PATH_FIRST=DIR puts DIR first on PATH (a fake
+# compute-sanitizer and nvidia-smi there), with BUILD_DIR pointing at any configured build.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/out}
