@@ -10,6 +10,11 @@ import sys
 NAMES = {"chain": "chain", "transformer": "transformer block", "mlp": "MLP"}
 
 
+def kernels(n):
+    """A kernel count as written: an integer when it is one (350, not 350.0 or 3.5e+02)."""
+    return str(int(n)) if float(n).is_integer() else "{:.1f}".format(n)
+
+
 def table(data, source):
     cfg = data.get("config", {})
     out = [f"<!-- fusex-tour table: filled by bench/tour_table.py from {source} (never typed in by hand) -->",
@@ -24,7 +29,8 @@ def table(data, source):
             if not v.get("measured"):
                 cells.append("not measured")
                 continue
-            cells.append("{:g} k, {:.1f} us, {:.1f}x".format(v["kernels_per_step"], v["gpu_us_per_step"], v["speedup"]))
+            cells.append("{} kernels, {:.1f} us, {:.1f}x".format(kernels(v["kernels_per_step"]), v["gpu_us_per_step"],
+                                                                v["speedup"]))
         out.append("| {} ({}) | {} |".format(NAMES.get(w["name"], w["name"]), w.get("shape", ""), " | ".join(cells)))
     return out
 
