@@ -6,6 +6,7 @@
 #include <fusex/fusex.hpp>
 
 #include "fusex_catch.hpp"
+#include "composite_reference.hpp"
 #include "gpu_util.hpp"
 
 #include <algorithm>
@@ -103,8 +104,7 @@ void check_reduction(const char* name, const std::vector<std::int64_t>& shape, s
   const auto e = make(fusex::make_view(x.data(), s));
   INFO("reduction " << name << " of " << fusex::dtype_name<T>() << " " << s.str() << " -> " << fusex::dtype_name<R>());
   INFO(fusex::explain(fusex::make_view(y.data(), e.shape()), e));
-  fusex::eval(fusex::make_view(y.data(), e.shape()), e, sg.s);
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  run(sg.s, [&](cudaStream_t st) { fusex::eval(fusex::make_view(y.data(), e.shape()), e, st); });
   double tol = fusex::is_floating_v<R> ? tolerance<R>() * tol_scale : 0;
   if (fusex::is_floating_v<R> && !std::is_same_v<R, double>) tol = std::max(tol, 1e-5 * tol_scale);
   const std::string err = compare(y.download(), ref, tol);
@@ -112,20 +112,22 @@ void check_reduction(const char* name, const std::vector<std::int64_t>& shape, s
   CHECK(err.empty());
 }
 
-// Composite check: y = f(x, residual, gamma, beta) over [rows, cols] against `ref` per row.
-template <class T, class Make, class Ref>
-void check_composite(const char* name, std::int64_t rows, std::int64_t cols, Make make, Ref ref, double tol,
+// Composite check: y = f(x, residual, gamma, beta) over [rows, cols] of composite_data<T>, against
+// composite_reference (composite_reference.hpp: the data, references and tolerances the host
+// self-check test_tolerance_selfcheck_host.cpp proves able to fail). The one-kernel guarantee is
+// checked on a capture that is never launched (its kernel nodes counted); the work itself runs
+// once, through the run's launch path (fusex_test::run: eager, or captured and replayed).
+template <class T, class Make>
+void check_composite(composite_test::composite op, std::int64_t rows, std::int64_t cols, Make make,
                      const char* plan_says = nullptr) {
-  INFO(name << " [" << rows << ", " << cols << "] " << fusex::dtype_name<T>());
-  const auto hx = random_values<T>(rows * cols, -3, 3, 7);
-  const auto hr = random_values<T>(rows * cols, -1, 1, 8);
-  const auto hg = random_values<T>(cols, 0.5, 1.5, 9);
-  const auto hb = random_values<T>(cols, -0.5, 0.5, 10);
+  INFO(composite_test::composite_name(op) << " [" << rows << ", " << cols << "] " << fusex::dtype_name<T>() << ", "
+                                          << launch_path_name());
+  const auto d = composite_test::make_composite_data<T>(rows, cols);
   device_array<T> x(rows * cols), res(rows * cols), g(cols), b(cols), y(rows * cols);
-  x.upload(hx);
-  res.upload(hr);
-  g.upload(hg);
-  b.upload(hb);
+  x.upload(d.x);
+  res.upload(d.r);
+  g.upload(d.g);
+  b.upload(d.b);
   y.poison();
   stream_guard sg;
   auto xv = fusex::make_view(x.data(), {rows, cols});
@@ -138,51 +140,24 @@ void check_composite(const char* name, std::int64_t rows, std::int64_t cols, Mak
   INFO(plan);
   CHECK(plan.find("1 kernel (row reduction") != std::string::npos);
   if (plan_says != nullptr) CHECK(plan.find(plan_says) != std::string::npos);
-  cudaGraph_t graph;
-  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
-  fusex::eval(yv, e, sg.s);
-  FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &graph));
-  CHECK(count_kernel_nodes(graph) == 1);
-  cudaGraphExec_t ge;
-  FUSEX_CUDA_CHECK(cudaGraphInstantiate(&ge, graph, 0));
-  FUSEX_CUDA_CHECK(cudaGraphLaunch(ge, sg.s));
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
-  FUSEX_CUDA_CHECK(cudaGraphExecDestroy(ge));
-  FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
-  const auto hy = y.download();
-  std::vector<double> expect(static_cast<std::size_t>(rows * cols));
-  std::vector<double> row(static_cast<std::size_t>(cols)), rr(static_cast<std::size_t>(cols)), gg(static_cast<std::size_t>(cols)),
-      bb(static_cast<std::size_t>(cols)), out(static_cast<std::size_t>(cols));
-  for (std::int64_t c = 0; c < cols; ++c) {
-    gg[c] = to_double(hg[c]);
-    bb[c] = to_double(hb[c]);
-  }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      row[c] = to_double(hx[r * cols + c]);
-      rr[c] = to_double(hr[r * cols + c]);
+  {
+    cudaGraph_t graph = nullptr;
+    FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
+    try {
+      fusex::eval(yv, e, sg.s);
+    } catch (...) {
+      cudaStreamEndCapture(sg.s, &graph);  // ends the capture so that the stream stays usable
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      throw;
     }
-    ref(row, rr, gg, bb, out);
-    for (std::int64_t c = 0; c < cols; ++c) expect[r * cols + c] = round_to<T>(out[c]);
+    FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &graph));
+    CHECK(count_kernel_nodes(graph) == 1);
+    FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
   }
-  const std::string err = compare(hy, expect, tol);
-  INFO(err);
-  CHECK(err.empty());
-}
-
-inline void ref_softmax(const std::vector<double>& x, std::vector<double>& out) {
-  double m = -INFINITY, z = 0;
-  for (double v : x) m = std::max(m, v);
-  for (double v : x) z += std::exp(v - m);
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::exp(x[i] - m) / z;
-}
-inline void ref_layer_norm(const std::vector<double>& x, std::vector<double>& out, double eps) {
-  double m = 0, v = 0;
-  for (double e : x) m += e;
-  m /= double(x.size());
-  for (double e : x) v += (e - m) * (e - m);
-  v /= double(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = (x[i] - m) / std::sqrt(v + eps);
+  run(sg.s, [&](cudaStream_t s) { fusex::eval(yv, e, s); });
+  const auto verdict = composite_test::check_composite_output<T>(composite_test::composite_reference(op, d), y.download());
+  INFO(verdict.describe());
+  CHECK(verdict.ok());
 }
 
 // "gpu: reductions over every axis set match a double reference", for input dtype T.
@@ -231,68 +206,51 @@ struct row_vectors : scoped_setting<int> {
   explicit row_vectors(int n) : scoped_setting<int>(fusex::detail::row_tuning_state().vectors_per_thread, n) {}
 };
 
-// "gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", for dtype T.
+// "gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", for dtype T, at
+// the shapes of composite_reference.hpp (the tolerances are there, with their reasons).
 template <class T>
 void composites() {
-  const double tol = std::is_same_v<T, float> ? 2e-5 : 2e-2;
-  for (std::int64_t cols : {1, 7, 128, 1000, 4096, 8192, 16384}) {
-    const std::int64_t rows = 17;
-    check_composite<T>("softmax(x + residual) * gamma", rows, cols,
-                       [](auto x, auto r, auto g, auto) { return fusex::softmax(x + r) * g; },
-                       [](auto& x, auto& r, auto& g, auto&, auto& out) {
-                         std::vector<double> s(x.size());
-                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
-                         ref_softmax(s, out);
-                         for (std::size_t i = 0; i < x.size(); ++i) out[i] *= g[i];
-                       }, tol);
-    check_composite<T>("log_softmax(x + residual) + beta", rows, cols,
-                       [](auto x, auto r, auto, auto b) { return fusex::log_softmax(x + r) + b; },
-                       [](auto& x, auto& r, auto&, auto& b, auto& out) {
-                         std::vector<double> s(x.size());
-                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
-                         ref_softmax(s, out);
-                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::log(out[i]) + b[i];
-                       }, tol * 4);
-    check_composite<T>("layer_norm(x + residual) * gamma + beta", rows, cols,
-                       [](auto x, auto r, auto g, auto b) { return fusex::layer_norm(x + r, g, b); },
-                       [](auto& x, auto& r, auto& g, auto& b, auto& out) {
-                         std::vector<double> s(x.size());
-                         for (std::size_t i = 0; i < x.size(); ++i) s[i] = x[i] + r[i];
-                         ref_layer_norm(s, out, 1e-5);
-                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = out[i] * g[i] + b[i];
-                       }, tol * 8);
+  using composite_test::composite;
+  for (const std::int64_t cols : composite_test::composite_cols) {
+    const std::int64_t rows = composite_test::composite_rows;
+    check_composite<T>(composite::softmax_res, rows, cols,
+                       [](auto x, auto r, auto g, auto) { return fusex::softmax(x + r) * g; });
+    check_composite<T>(composite::log_softmax_res, rows, cols,
+                       [](auto x, auto r, auto, auto b) { return fusex::log_softmax(x + r) + b; });
+    check_composite<T>(composite::layer_norm_res, rows, cols,
+                       [](auto x, auto r, auto g, auto b) { return fusex::layer_norm(x + r, g, b); });
     // Without the residual: the forms the static path runs (the roles the structure predicts)
     // wherever the row is kept in registers (vectorised rows of up to 4096 columns; 8192 for
     // 2-byte types, which keep 32 elements per thread).
     const std::int64_t width = std::int64_t{16} / std::int64_t{sizeof(T)};
     const std::int64_t longest_cached = sizeof(T) == 2 ? 8192 : 4096;
     const char* cached = cols % width == 0 && cols > 1 && cols <= longest_cached ? "static path" : nullptr;
-    check_composite<T>("softmax(x) * gamma", rows, cols, [](auto x, auto, auto g, auto) { return fusex::softmax(x) * g; },
-                       [](auto& x, auto&, auto& g, auto&, auto& out) {
-                         ref_softmax(x, out);
-                         for (std::size_t i = 0; i < x.size(); ++i) out[i] *= g[i];
-                       }, tol, cached);
-    check_composite<T>("layer_norm(x) * gamma + beta", rows, cols,
-                       [](auto x, auto, auto g, auto b) { return fusex::layer_norm(x, g, b); },
-                       [](auto& x, auto&, auto& g, auto& b, auto& out) {
-                         ref_layer_norm(x, out, 1e-5);
-                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = out[i] * g[i] + b[i];
-                       }, tol * 8, cached);
-    check_composite<T>("rms_norm(x) * gamma", rows, cols, [](auto x, auto, auto g, auto) { return fusex::rms_norm(x, g); },
-                       [](auto& x, auto&, auto& g, auto&, auto& out) {
-                         double ms = 0;
-                         for (std::size_t i = 0; i < x.size(); ++i) ms += x[i] * x[i];
-                         ms /= double(x.size());
-                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i] / std::sqrt(ms + 1e-6) * g[i];
-                       }, tol * 4, cached);
-    check_composite<T>("rms_norm(x + residual) * gamma", rows, cols,
-                       [](auto x, auto r, auto g, auto) { return fusex::rms_norm(x + r, g); },
-                       [](auto& x, auto& r, auto& g, auto&, auto& out) {
-                         double ms = 0;
-                         for (std::size_t i = 0; i < x.size(); ++i) ms += (x[i] + r[i]) * (x[i] + r[i]);
-                         ms /= double(x.size());
-                         for (std::size_t i = 0; i < x.size(); ++i) out[i] = (x[i] + r[i]) / std::sqrt(ms + 1e-6) * g[i];
-                       }, tol * 4);
+    check_composite<T>(composite::softmax, rows, cols, [](auto x, auto, auto g, auto) { return fusex::softmax(x) * g; },
+                       cached);
+    check_composite<T>(composite::layer_norm, rows, cols,
+                       [](auto x, auto, auto g, auto b) { return fusex::layer_norm(x, g, b); }, cached);
+    check_composite<T>(composite::rms_norm, rows, cols, [](auto x, auto, auto g, auto) { return fusex::rms_norm(x, g); },
+                       cached);
+    check_composite<T>(composite::rms_norm_res, rows, cols,
+                       [](auto x, auto r, auto g, auto) { return fusex::rms_norm(x + r, g); });
+  }
+}
+
+// The body of "gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel" for
+// dtype T, under three launch shapes of the row kernel (one translation unit per dtype group).
+template <class T>
+void composites_in_every_launch_shape() {
+  SECTION("several rows per block") {
+    const row_spread spread(false);
+    composites<T>();
+  }
+  SECTION("few rows spread one per block") {
+    const row_spread spread(true);
+    composites<T>();
+  }
+  SECTION("four vectors per thread (the larger plans' group size)") {
+    const row_vectors four(4);
+    composites<T>();
   }
 }
 

@@ -129,6 +129,84 @@ std::string compare(const std::vector<T>& got, const std::vector<double>& ref, d
   return "";
 }
 
+/// Machine epsilon of a floating type: the spacing of T at 1 (2^-23 float, 2^-52 double, 2^-10
+/// half, 2^-7 bfloat16). Rounding a value in T's normal range moves it by at most eps/2 relative.
+template <class T>
+constexpr double epsilon_of() {
+  if constexpr (std::is_same_v<T, double>) return 0x1p-52;
+  else if constexpr (std::is_same_v<T, float>) return 0x1p-23;
+  else if constexpr (std::is_same_v<T, fusex::half>) return 0x1p-10;
+  else if constexpr (std::is_same_v<T, fusex::bfloat16>) return 0x1p-7;
+  else return 0;
+}
+/// The smallest subnormal of a floating type: the spacing of T below its smallest normal, where
+/// rounding moves a value by at most half of it (an absolute, not a relative, error).
+template <class T>
+constexpr double denorm_min_of() {
+  if constexpr (std::is_same_v<T, double>) return 0x1p-1074;
+  else if constexpr (std::is_same_v<T, float>) return 0x1p-149;
+  else if constexpr (std::is_same_v<T, fusex::half>) return 0x1p-24;
+  else if constexpr (std::is_same_v<T, fusex::bfloat16>) return 0x1p-133;
+  else return 0;
+}
+
+/// Outcome of an elementwise comparison against a tolerance.
+struct comparison {
+  std::size_t mismatches = 0;  ///< elements outside the tolerance
+  std::string first;           ///< the first mismatches described ("" when none)
+  /// The largest |got - ref| / tolerance over the elements (<= 1 where all pass; infinite where a
+  /// NaN or infinity does not match), and where it is.
+  double worst_ratio = 0;
+  std::size_t worst = 0;
+  bool ok() const { return mismatches == 0; }
+};
+
+/// Compares `got` with `ref` elementwise: |got - ref| <= rel * |ref| + abs_floor + (abs ? (*abs)[i]
+/// : 0), NaN only where the reference is NaN, infinities only where it has the same one. Unlike
+/// compare(), the relative part has no max(1, |ref|): a reference below 1 gets a tolerance below
+/// `rel`, so outputs such as probabilities are checked to their own precision. `abs` (per element,
+/// when given) carries error bounds that scale with something other than the result (an
+/// accumulation over a row, a cancellation in an epilogue).
+template <class T>
+comparison compare_within(const std::vector<T>& got, const std::vector<double>& ref, double rel, double abs_floor,
+                          const std::vector<double>* abs = nullptr) {
+  comparison c;
+  if (got.size() != ref.size() || (abs != nullptr && abs->size() != ref.size())) {
+    c.mismatches = 1;
+    c.first = "size mismatch";
+    c.worst_ratio = INFINITY;
+    return c;
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = to_double(got[i]), r = ref[i];
+    const double tol = rel * std::fabs(r) + abs_floor + (abs != nullptr ? (*abs)[i] : 0.0);
+    double ratio;
+    if (std::isnan(r)) ratio = std::isnan(g) ? 0 : INFINITY;
+    else if (std::isinf(r)) ratio = g == r ? 0 : INFINITY;
+    else if (!std::isfinite(g)) ratio = INFINITY;
+    else ratio = std::fabs(g - r) / tol;  // tol > 0 unless rel * |r| and the floors are all 0
+    if (std::isnan(ratio)) ratio = 0;    // 0 / 0: an exact match where no error is allowed
+    if (ratio > c.worst_ratio) c.worst_ratio = ratio, c.worst = i;
+    if (ratio > 1) {
+      if (c.mismatches < 4)
+        c.first += "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " + std::to_string(r) +
+                   " (tolerance " + std::to_string(tol) + ")\n";
+      ++c.mismatches;
+    }
+  }
+  return c;
+}
+
+/// Relative comparison with a tiny absolute floor: |got - ref| <= rel * |ref| + abs_floor (by
+/// default T's smallest subnormal, the most a correctly rounded result below T's normal range can
+/// be off by, twice over). Returns a description of the first mismatches, or "" when all match.
+template <class T>
+std::string compare_rel(const std::vector<T>& got, const std::vector<double>& ref, double rel,
+                        double abs_floor = denorm_min_of<T>()) {
+  const comparison c = compare_within(got, ref, rel, abs_floor);
+  return c.ok() ? std::string() : std::to_string(c.mismatches) + " mismatch(es), first:\n" + c.first;
+}
+
 /// A non-blocking stream for one test, destroyed at scope end.
 struct stream_guard {
   cudaStream_t s{};
