@@ -114,7 +114,9 @@ double tolerance() {
 }
 
 /// Compares `got` with `ref` elementwise: |got - ref| <= tol * max(1, |ref|), NaN only where the
-/// reference is NaN. Returns a description of the first mismatch, or "" when all match.
+/// reference is NaN. Returns a description of the first mismatch, or "" when all match. Below
+/// |ref| = 1 the tolerance is absolute (tol): results that may be far below 1 (probabilities, values
+/// near zero after cancellation) need compare_rel or compare_within below.
 template <class T>
 std::string compare(const std::vector<T>& got, const std::vector<double>& ref, double tol) {
   if (got.size() != ref.size()) return "size mismatch";
