@@ -155,7 +155,8 @@ void bm_full_sum_fusex(benchmark::State& state) {
   auto xv = fusex::make_view(x.p, {full_n});
   auto yv = fusex::make_view(y.p, {});
   const double secs = fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv), bench_stream()); });
-  // A reduction only reads: compare with half a copy's bytes/s (a copy reads and writes).
+  // A reduction only reads: its bytes/s (bytes read) against the bytes/s (read + written) of a copy
+  // of the same input, measured by bm_copy at full_n * 4 bytes earlier in this run.
   fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4));
 }
 
@@ -174,8 +175,11 @@ void bm_full_sum_cub(benchmark::State& state) {
 
 }  // namespace
 
-// (64 x 2^20 floats are as many bytes as 16384 x 4096: one copy serves both.)
+// One copy size per input size below, registered first so that each copy_ratio compares with a
+// copy measured in the same run (64 x 2^20 floats are as many bytes as 16384 x 4096: one copy
+// serves both; full_n * 4 bytes is the full sums' input).
 BENCHMARK(bm_copy)->Arg(16384LL * 4096 * 4)->Arg(16384LL * 4096 * 2)->Arg(65536LL * 128 * 4)->Arg(16LL * 256 * 4)
+    ->Arg(full_n * 4)
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<float, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({65536, 128, 1})->Args({65536, 128, 4})->Args({65536, 128, 0})->Args({64, 1 << 20, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_rows<bfloat16, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);

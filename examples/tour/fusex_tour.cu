@@ -830,8 +830,20 @@ int run(int argc, char** argv) {
   const bool have_gpu = err == cudaSuccess && count > 0;
   std::string device;
   if (!have_gpu) {
-    std::printf("No usable CUDA device (%s): fusex needs an NVIDIA GPU to run its kernels.\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "no device found");
+    // Without any driver CUDA answers cudaErrorInsufficientDriver, whose text ("driver version is
+    // insufficient for CUDA runtime version") reads as "upgrade your driver": say what is likely.
+    if (err == cudaErrorInsufficientDriver) {
+      std::printf("No usable CUDA device: no NVIDIA GPU or driver was found (CUDA reports "
+                  "cudaErrorInsufficientDriver: no driver is loaded, or it is older than this CUDA %d.%d "
+                  "runtime needs). fusex needs an NVIDIA GPU to run its kernels.\n",
+                  CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    } else if (err == cudaErrorNoDevice || err == cudaSuccess) {
+      std::printf("No usable CUDA device: no NVIDIA GPU was found. fusex needs an NVIDIA GPU to run its "
+                  "kernels.\n");
+    } else {
+      std::printf("No usable CUDA device (%s: %s): fusex needs an NVIDIA GPU to run its kernels.\n",
+                  cudaGetErrorName(err), cudaGetErrorString(err));
+    }
     (void)cudaGetLastError();
     if (o.require_device) return exit_no_device;
   } else if (o.device >= count) {
