@@ -196,6 +196,13 @@ void eval_device_reduce(const std::tuple<view<T>...>& dsts, cudaStream_t stream,
       return;
     }
   }
+  {
+    // The reductions launch before the final kernel is planned: check that kernel's shapes and
+    // overlaps first, so that bad input throws before anything is launched (or captured).
+    validating_reducer vr;
+    const auto stand_ins = std::make_tuple(materialize(exprs, vr)...);
+    std::apply([&](const auto&... me) { (void)prepare(dsts, me...); }, stand_ins);
+  }
   device_reducer dr{stream, {}};
   const auto m = std::make_tuple(materialize(exprs, dr)...);
   std::apply([&](const auto&... me) { eval_device(dsts, stream, me...); }, m);

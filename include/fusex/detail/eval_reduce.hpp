@@ -124,6 +124,22 @@ struct device_reducer {
   materialized_t<reduce_node<Op, C>> operator()(const reduce_node<Op, C>& n);
 };
 
+// Stands in for the reductions of an evaluation while it is validated (fusex::eval checks every
+// shape and overlap before its first launch): each reduction becomes a leaf of its result's shape
+// over one static element (zero strides), which aliases no destination, as its temporary won't.
+// Nothing is allocated or launched.
+struct validating_reducer {
+  template <class Op, class C>
+  materialized_t<reduce_node<Op, C>> operator()(const reduce_node<Op, C>& n) const {
+    using R = compute_t<typename reduce_node<Op, C>::value_type>;
+    static const R stand_in{};
+    const shape_t s = n.shape();
+    strides_t zero;
+    for (int d = 0; d < s.rank(); ++d) zero.push_back(0);
+    return leaf_node<R>{{}, view<const R>(&stand_in, s, zero)};
+  }
+};
+
 template <class C>
 shape_t operand_space(const C& child) {
   return child.shape();

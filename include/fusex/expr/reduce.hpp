@@ -32,7 +32,9 @@ inline constexpr keepdim_t keepdim{};
 class axes {
  public:
   axes(std::initializer_list<int> a) : list_(a.begin(), a.end()) {}
-  axes(int a) : list_{a} {}  // NOLINT: one axis converts implicitly
+  // Parentheses, not braces: nvcc rewrites `list_{a}` as `list_{{a}}`, which clang warns about
+  // (-Wbraced-scalar-init) when it is the host compiler.
+  axes(int a) : list_(1, a) {}  // NOLINT: one axis converts implicitly
   explicit axes(std::vector<int> a) : list_(std::move(a)) {}
   const std::vector<int>& list() const { return list_; }
 

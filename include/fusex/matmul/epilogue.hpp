@@ -492,7 +492,7 @@ inline lt_epilogue_plan classify_epilogue(const epilogue_form& f, const gemm_out
     if (std::strcmp(p.residual.dtype, o.out_dtype) != 0) {
       return no("a residual whose dtype differs from the destination's (cuBLASLt's C has the output dtype)");
     }
-    std::int64_t rs[3];
+    std::int64_t rs[3] = {};  // initialised: g++ -O3 cannot see that strides_in_output fills it
     (void)strides_in_output(p.residual.shape, p.residual.strides, o.out_shape, rs);
     if (!lt_matrix_of(g.m, g.n, rs[1], rs[2], p.n_rows, p.c)) {
       return no("a residual whose strides differ in orientation from the destination's");
