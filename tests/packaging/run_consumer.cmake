@@ -137,6 +137,15 @@ elseif(MODE STREQUAL "fetchcontent_git")
     endif()
   endforeach()
   if(NOT _found)
+    # A checkout with no branch at all (a detached CI checkout of one commit) cannot tell a missing
+    # branch from a wrong one: skip there rather than fail for the checkout's sake.
+    execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" for-each-ref --count=1 refs/heads refs/remotes
+                    OUTPUT_VARIABLE _any_branch ERROR_QUIET)
+    if(NOT _any_branch)
+      message(STATUS "packaging ${MODE}: SKIPPED: ${SOURCE_DIR} has no branches (a detached checkout), so README's "
+        "GIT_TAG '${_tag}' cannot be checked there")
+      return()
+    endif()
     message(FATAL_ERROR "packaging ${MODE}: README's GIT_TAG '${_tag}' is no branch, tag or commit of "
       "${SOURCE_DIR}: a user following README would get an error from FetchContent. (In a checkout "
       "that lacks the branch, e.g. a detached CI checkout, fetch it: git fetch origin ${_tag}.)")
