@@ -101,7 +101,7 @@ void bm_rows(benchmark::State& state) {
 // layer_norm (or rms_norm) replayed from a CUDA graph, so the time is the kernels' and not the
 // host's: us_per_kernel. range(0): 0 layer_norm, 1 rms_norm; range(1): the row kernel's variant,
 // 0 default (one vector per thread at this size), 1 with the L1 prefetch, 2 few rows spread one
-// per block, 3 four vectors per thread (fewer threads per row: the default before 0e978e5), 4
+// per block, 3 four vectors per thread (fewer threads per row), 4
 // without the static path.
 void bm_rows_graph(benchmark::State& state) {
   constexpr std::int64_t rows = 16, cols = 256;

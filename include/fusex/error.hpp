@@ -38,7 +38,12 @@ class cuda_error : public error {
     m += cudaGetErrorName(code);
     m += " (";
     m += cudaGetErrorString(code);
-    m += ") at ";
+    m += ")";
+    // CUDA's text for these reads as "upgrade your driver" on a machine that has no GPU at all.
+    if (code == cudaErrorInsufficientDriver || code == cudaErrorNoDevice) {
+      m += ": no NVIDIA GPU or driver was found (or the driver is older than this CUDA runtime)";
+    }
+    m += " at ";
     m += file;
     m += ':';
     m += std::to_string(line);
@@ -81,7 +86,7 @@ inline void cuda_check(cudaError_t code, const char* call, const char* file, int
 #define FUSEX_CUDA_CHECK(call) ::fusex::detail::cuda_check((call), #call, __FILE__, __LINE__)
 
 // ------------------------------------------------------------------------------------------------
-// Memory exhaustion (appended by the memory area).
+// Memory exhaustion.
 #include <cstddef>
 
 namespace fusex {
@@ -90,8 +95,7 @@ namespace fusex {
 /// memory. Derives from fusex::error alone (so `catch (const fusex::error&)`, `catch (const
 /// std::runtime_error&)` and `catch (const std::exception&)` all see it). It deliberately does not
 /// also derive from std::bad_alloc: that made std::exception an ambiguous base, and the usual
-/// `catch (const std::exception&)` then let it through (found by the GPU stress gate, where it
-/// escaped a thread and terminated the program). The message names the request, the resource's
+/// `catch (const std::exception&)` then let it through. The message names the request, the resource's
 /// state and the upstream error; the resource that threw stays usable and keeps every live
 /// allocation.
 class bad_alloc : public error {

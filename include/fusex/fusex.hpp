@@ -14,6 +14,7 @@
 #include <fusex/expr/reduce.hpp>
 #include <fusex/graph/graph.hpp>
 #include <fusex/memory/buffer.hpp>
+#include <fusex/memory/copy.hpp>
 #include <fusex/memory/resource.hpp>
 #include <fusex/monitor.hpp>
 #include <fusex/version.hpp>

@@ -38,6 +38,12 @@ void fxt_case() {
   fusex::host::eval(fusex::tie(x, y), x + 1);
 #elif FXT_CASE == 9  // the device evaluation in a translation unit not compiled by nvcc
   fusex::eval(y, x + 1, cudaStream_t{});
+#elif FXT_CASE == 10  // max with a C++ number: a reduction over axis -1 was probably meant
+  auto e = fusex::max(x, -1);
+  (void)e;
+#elif FXT_CASE == 11  // min with a C++ number
+  auto e = fusex::min(x, 0.5f);
+  (void)e;
 #else
 #error "unknown FXT_CASE"
 #endif

@@ -69,6 +69,24 @@ TEST_CASE("dims: construction, access, printing, comparison", "[core][dims]") {
   CHECK(e == dims{1, 2, 3, 4});
 }
 
+TEST_CASE("dims: shapes written in any integer type, mixed included, without narrowing errors", "[core][dims]") {
+  const std::size_t rows = 3, cols = 4;
+  const unsigned u = 5;
+  const long long ll = 6;
+  const short sh = 7;
+  float buf[8] = {};
+  CHECK(fusex::make_view(buf, {rows, cols}).shape() == shape_t{3, 4});  // README's snippet
+  CHECK(fusex::make_view(buf, {rows, 2}).shape() == shape_t{3, 2});     // mixed types
+  CHECK(shape_t{u, ll, sh} == shape_t{5, 6, 7});
+  CHECK(shape_t{rows}.rank() == 1);
+  CHECK(shape_t{rows}[0] == 3);
+  CHECK(strides_t{std::int64_t{-1}, 2}[0] == -1);  // strides may be negative
+  CHECK_THROWS_AS(shape_t{std::size_t(-1)}, fusex::shape_error);
+  CHECK(thrown_message<fusex::shape_error>([&] { (void)shape_t{rows, std::uint64_t{1} << 63}; })
+            .find("does not fit in int64") != std::string::npos);
+  static_assert(!std::is_constructible_v<shape_t, bool, bool>, "bool is not an extent");
+}
+
 TEST_CASE("dims: rank is bounded by fusex::max_rank", "[core][dims]") {
   STATIC_REQUIRE(fusex::max_rank == 8);
   const dims eight{1, 2, 3, 4, 5, 6, 7, 8};

@@ -638,7 +638,7 @@ TEST_CASE("deep expressions: chains of 20 and more ops in one evaluation", "[eva
   // 22 ops of many kinds.
   const auto e = fusex::relu(fusex::tanh(fusex::sigmoid(fusex::exp(-fusex::abs(fusex::sin(x) * 0.5f + fusex::cos(y) * 0.25f)) - 0.1f) * 3.0f) +
                              fusex::sqrt(fusex::abs(x) + 1.0f) / (1.0f + x * x)) -
-                 fusex::min(x, y) * fusex::max(x, 0.5f);
+                 fusex::min(x, y) * fusex::maximum(x, 0.5f);
   check_expr(
       "22-op float chain", e, {257},
       [&](std::size_t i) {

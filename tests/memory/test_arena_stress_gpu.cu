@@ -40,7 +40,7 @@ std::size_t random_bytes(std::mt19937_64& rng) {
 TEST_CASE("arena (GPU): 8 threads x 4 streams, checksum on every block", "[memory][gpu][stress]") {
   constexpr int threads = 8, streams_n = 4;
   // FUSEX_ARENA_STRESS_ITERATIONS shortens the run for tools that serialise every kernel
-  // (tools/gpu_gates.sh sets it under racecheck); the code paths are the same.
+  // (tools/ci/gpu_gates.sh sets it under racecheck); the code paths are the same.
   int iterations = 4000;
   if (const char* env = std::getenv("FUSEX_ARENA_STRESS_ITERATIONS")) iterations = std::max(100, std::atoi(env));
   std::vector<cudaStream_t> streams(streams_n);

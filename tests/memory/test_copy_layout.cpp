@@ -3,6 +3,7 @@
 #include "fusex_catch.hpp"
 
 #include <fusex/memory/copy.hpp>
+#include <fusex/memory/pinned.hpp>
 
 #include <string>
 #include <vector>

@@ -114,9 +114,12 @@ TEST_CASE("host: min(x, axes, keepdim) and max(x, axes, keepdim) reduce; min(x)/
   check_results("min(x, 1, keepdim)", evaluate(fusex::min(xv, 1, fusex::keepdim), {4, 1}), mn);
   check_results("max(x)", evaluate(fusex::max(xv), {}), {reference(rk::amax, xd, 0)});
   check_results("min(x)", evaluate(fusex::min(xv), {}), {reference(rk::amin, xd, 0)});
-  // Two operands: the elementwise maximum, not a reduction.
-  const auto two = fusex::max(xv, 0.0f);
+  // Two tensor operands: the elementwise maximum, not a reduction (with a C++ number max does not
+  // compile: tests/core/static_assert_messages.cpp).
+  const auto two = fusex::max(xv, xv);
   static_assert(decltype(two)::reduce_count == 0, "max(a, b) is elementwise");
+  const auto with_number = fusex::maximum(xv, 0.0f);
+  static_assert(decltype(with_number)::reduce_count == 0, "maximum(a, s) is elementwise");
 }
 
 TEST_CASE("host: reductions of expressions (sum(x * x), mean(abs(x - 1)), any(x > 3)) and of strided views",

@@ -1,4 +1,4 @@
-// Allocator + graph stress (label `stress`, run by tools/gpu_gates.sh, not by the normal test run):
+// Allocator + graph stress (label `stress`, run by tools/ci/gpu_gates.sh, not by the normal test run):
 // 8 host threads x 4 shared streams for FUSEX_STRESS_SECONDS (default 60) of random
 //   allocate (fusex::arena, random sizes, random stream),
 //   compute (fusex::eval copies a live block into a new one through the fused kernel),

@@ -1,4 +1,4 @@
-// Sizes past 2^31 elements (label `large`, run by tools/gpu_gates.sh): the elementwise kernel in
+// Sizes past 2^31 elements (label `large`, run by tools/ci/gpu_gates.sh): the elementwise kernel in
 // 32-bit pieces, a full and a row reduction over more than 2^31 elements, and a copy.
 // int8 elements keep the memory at ~2.2 GB per operand. With less than 8 GB free on the device the
 // program prints "SKIPPED: ..." and exits with 77 (CTest: skipped; a gate must count that as not

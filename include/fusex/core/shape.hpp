@@ -9,20 +9,37 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 namespace fusex {
+
+namespace detail {
+/// Integer types a shape or stride can be written in (bool is not one).
+template <class I>
+inline constexpr bool is_index_v = std::is_integral_v<I> && !std::is_same_v<I, bool>;
+}  // namespace detail
 
 /// A list of up to max_rank 64-bit integers: the extents of a shape or the strides of a view
 /// (strides are counted in elements).
 class dims {
  public:
   constexpr dims() = default;
-  dims(std::initializer_list<std::int64_t> v) {
-    if (v.size() > static_cast<std::size_t>(max_rank)) {
-      throw shape_error("fusex: rank " + std::to_string(v.size()) + " exceeds fusex::max_rank (" +
-                        std::to_string(max_rank) + ")");
-    }
-    for (std::int64_t x : v) v_[rank_++] = x;
+  /// `{rows, cols}` of any one integer type (int, std::size_t, std::int64_t, ...): a
+  /// `std::size_t rows` needs no cast. Throws shape_error for a rank above max_rank or an unsigned
+  /// value above INT64_MAX.
+  template <class I, std::enable_if_t<detail::is_index_v<I>, int> = 0>
+  dims(std::initializer_list<I> v) {
+    check_count(static_cast<std::size_t>(v.size()));
+    for (I x : v) v_[rank_++] = to_int64(x);
+  }
+  /// `{rows, 3}`: integers of mixed types (two or more; one converts through the list form).
+  template <class I0, class I1, class... I,
+            std::enable_if_t<detail::is_index_v<I0> && detail::is_index_v<I1> && (detail::is_index_v<I> && ...), int> = 0>
+  dims(I0 a, I1 b, I... rest) {
+    check_count(static_cast<std::size_t>(2 + sizeof...(I)));
+    v_[rank_++] = to_int64(a);
+    v_[rank_++] = to_int64(b);
+    ((v_[rank_++] = to_int64(rest)), ...);
   }
   /// A list of `rank` copies of `value`.
   static dims filled(int rank, std::int64_t value) {
@@ -80,6 +97,20 @@ class dims {
   }
 
  private:
+  static void check_count(std::size_t r) {
+    if (r > static_cast<std::size_t>(max_rank))
+      throw shape_error("fusex: rank " + std::to_string(r) + " exceeds fusex::max_rank (" +
+                        std::to_string(max_rank) + ")");
+  }
+  template <class I>
+  static std::int64_t to_int64(I x) {
+    if constexpr (std::is_unsigned_v<I> && sizeof(I) >= sizeof(std::int64_t)) {
+      if (x > static_cast<I>(INT64_MAX))
+        throw shape_error("fusex: extent or stride " + std::to_string(x) + " does not fit in int64");
+    }
+    return static_cast<std::int64_t>(x);
+  }
+
   std::int64_t v_[max_rank] = {};
   int rank_ = 0;
 };

@@ -140,11 +140,6 @@ struct validating_reducer {
   }
 };
 
-template <class C>
-shape_t operand_space(const C& child) {
-  return child.shape();
-}
-
 // Leaves of `e` with strides in the space `s` (no collapsing), as planner operands.
 template <class E, std::size_t N>
 void leaves_in_space(const E& e, const shape_t& s, std::array<operand_layout, N>& ops, int first) {

@@ -178,6 +178,12 @@ struct ref_type<X, Xs...> {
 };
 }  // namespace detail
 
+/// The element type an expression, view or tensor evaluates to: `fusex::result_t<decltype(e)>`
+/// gives a destination's type without reading the promotion rules (a sum of int8 is int64, a mean
+/// of int32 is float32, a comparison is bool; docs/ops.md and docs/reductions.md have the tables).
+template <class E, std::enable_if_t<is_operand_v<E>, int> = 0>
+using result_t = typename std::decay_t<E>::value_type;
+
 /// Turns an operand into an expression node: expressions pass through, views and tensors become
 /// leaves. `Ref` is the element type a C++ scalar operand adopts (void: its own type).
 template <class Ref = void, class X>

@@ -120,8 +120,6 @@ FUSEX_UNARY_FUNCTION(logical_not, logical_not)
   }
 /// \name Elementwise functions of two operands
 ///@{
-FUSEX_BINARY_FUNCTION(min, minimum)
-FUSEX_BINARY_FUNCTION(max, maximum)
 FUSEX_BINARY_FUNCTION(minimum, minimum)
 FUSEX_BINARY_FUNCTION(maximum, maximum)
 FUSEX_BINARY_FUNCTION(pow, pow)
@@ -130,6 +128,27 @@ FUSEX_BINARY_FUNCTION(logical_and, logical_and)
 FUSEX_BINARY_FUNCTION(logical_or, logical_or)
 ///@}
 #undef FUSEX_BINARY_FUNCTION
+
+// max(x, -1) reads as "max over the last axis" to a PyTorch user but would be the elementwise
+// maximum with -1: with a C++ number as an operand, max and min refuse to compile and name the two
+// spellings that cannot be confused. Two tensor operands stay elementwise (as torch.max(a, b)).
+#define FUSEX_MINMAX_FUNCTION(fn, op_type, message)                                          \
+  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0>     \
+  auto fn(const A& a, const B& b) {                                                          \
+    static_assert(is_operand_v<A> && is_operand_v<B>, message);                              \
+    return detail::make_map(ops::op_type{}, a, b);                                           \
+  }
+/// max(a, b) of two tensor operands: their elementwise maximum (fusex::maximum). With a C++
+/// number it does not compile: use maximum(x, s) for the elementwise maximum or amax(x, axis) to
+/// reduce over an axis.
+FUSEX_MINMAX_FUNCTION(max, maximum,
+                      "fusex::max(x, s) with a C++ number s is ambiguous: write fusex::maximum(x, s) "
+                      "for the elementwise maximum, or fusex::amax(x, axis) to reduce over an axis")
+/// min(a, b) of two tensor operands: their elementwise minimum (see max).
+FUSEX_MINMAX_FUNCTION(min, minimum,
+                      "fusex::min(x, s) with a C++ number s is ambiguous: write fusex::minimum(x, s) "
+                      "for the elementwise minimum, or fusex::amin(x, axis) to reduce over an axis")
+#undef FUSEX_MINMAX_FUNCTION
 
 /// leaky_relu(x, slope) = x > 0 ? x : slope * x.
 template <class A, std::enable_if_t<is_operand_v<A>, int> = 0>

@@ -1,21 +1,23 @@
 #pragma once
 /// \file
-/// fusex::copy_async: stream-ordered copies between host and device tensors, views and buffers.
+/// fusex::copy_async: stream-ordered copies between host and device tensors, views, buffers and
+/// std::vector; fusex::to_host: a result as a std::vector.
 
 #include <fusex/core/shape.hpp>
-#include <fusex/core/tensor.hpp>
 #include <fusex/core/view.hpp>
 #include <fusex/error.hpp>
+#include <fusex/graph/capture_rules.hpp>
 #include <fusex/memory/buffer.hpp>
-#include <fusex/memory/pinned.hpp>
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace fusex {
 
@@ -25,16 +27,14 @@ view<T> as_copy_view(const view<T>& v) {
   return v;
 }
 template <class T>
-view<T> as_copy_view(const tensor<T>& t) {
-  return t.view();
-}
-template <class T>
 view<T> as_copy_view(const buffer<T>& b) {
   return view<T>(b.data(), shape_t{static_cast<std::int64_t>(b.size())});
 }
-template <class T>
-view<T> as_copy_view(const pinned_buffer<T>& b) {
-  return b.view();
+// tensor<T> and pinned_buffer<T> (and anything else with a view()): this header need not include
+// pinned.hpp, so <fusex/fusex.hpp> can offer copy_async and to_host at no parsing cost.
+template <class C>
+auto as_copy_view(const C& c) -> decltype(c.view()) {
+  return c.view();
 }
 
 // A view as `rows` rows of `width` contiguous elements, `pitch` elements apart, when its last
@@ -134,6 +134,44 @@ void copy_async(const Dst& dst, const Src& src, cudaStream_t stream) {
                                      static_cast<std::size_t>(ls.pitch) * sizeof(T),
                                      static_cast<std::size_t>(ld.width) * sizeof(T), static_cast<std::size_t>(ld.rows),
                                      cudaMemcpyDefault, stream));
+}
+
+/// Copies `src` (a view, tensor, buffer or pinned_buffer, in any memory) into a host std::vector of
+/// exactly src.size() elements, in row-major order, ordered on `stream`. As with any copy into
+/// pageable memory, CUDA returns once the data is there (see the overload above); throws
+/// shape_error when the sizes differ. std::vector<bool> has no contiguous storage: use to_host.
+template <class T, class A, class Src>
+void copy_async(std::vector<T, A>& dst, const Src& src, cudaStream_t stream) {
+  static_assert(!std::is_same_v<T, bool>, "fusex::copy_async: std::vector<bool> has no contiguous storage; use fusex::to_host");
+  const auto s = detail::as_copy_view(src);
+  if (static_cast<std::int64_t>(dst.size()) != s.size()) {
+    throw shape_error("fusex::copy_async: a std::vector of " + std::to_string(dst.size()) +
+                      " elements cannot hold a source of shape " + s.shape().str() + " (" + std::to_string(s.size()) +
+                      " elements)");
+  }
+  copy_async(view<T>(dst.data(), s.shape()), s, stream);
+}
+
+/// The elements of `src` (a view, tensor, buffer or pinned_buffer, usually in device memory) as a
+/// host std::vector in row-major order: `auto y = fusex::to_host(t, stream);`. Waits for `stream`
+/// (everything enqueued on it before, then the copy), so the vector holds the result when this
+/// returns; not for use while `stream` is being captured into a graph.
+template <class Src>
+auto to_host(const Src& src, cudaStream_t stream) {
+  const auto s = detail::as_copy_view(src);
+  using T = std::remove_const_t<typename decltype(s)::value_type>;
+  const auto n = static_cast<std::size_t>(s.size());
+  if constexpr (std::is_same_v<T, bool>) {
+    std::unique_ptr<bool[]> tmp(new bool[n > 0 ? n : 1]);
+    copy_async(view<bool>(tmp.get(), s.shape()), s, stream);
+    stream_synchronize(stream);
+    return std::vector<bool>(tmp.get(), tmp.get() + n);
+  } else {
+    std::vector<T> out(n);
+    copy_async(view<T>(out.data(), s.shape()), s, stream);
+    stream_synchronize(stream);
+    return out;
+  }
 }
 
 }  // namespace fusex
