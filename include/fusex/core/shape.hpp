@@ -29,14 +29,14 @@ class dims {
   /// value above INT64_MAX.
   template <class I, std::enable_if_t<detail::is_index_v<I>, int> = 0>
   dims(std::initializer_list<I> v) {
-    check_count(static_cast<std::size_t>(v.size()));
+    check_rank(static_cast<int>(v.size()));  // a braced list is never near INT_MAX
     for (I x : v) v_[rank_++] = to_int64(x);
   }
   /// `{rows, 3}`: integers of mixed types (two or more; one converts through the list form).
   template <class I0, class I1, class... I,
             std::enable_if_t<detail::is_index_v<I0> && detail::is_index_v<I1> && (detail::is_index_v<I> && ...), int> = 0>
   dims(I0 a, I1 b, I... rest) {
-    check_count(static_cast<std::size_t>(2 + sizeof...(I)));
+    check_rank(static_cast<int>(2 + sizeof...(I)));
     v_[rank_++] = to_int64(a);
     v_[rank_++] = to_int64(b);
     ((v_[rank_++] = to_int64(rest)), ...);
@@ -97,11 +97,6 @@ class dims {
   }
 
  private:
-  static void check_count(std::size_t r) {
-    if (r > static_cast<std::size_t>(max_rank))
-      throw shape_error("fusex: rank " + std::to_string(r) + " exceeds fusex::max_rank (" +
-                        std::to_string(max_rank) + ")");
-  }
   template <class I>
   static std::int64_t to_int64(I x) {
     if constexpr (std::is_unsigned_v<I> && sizeof(I) >= sizeof(std::int64_t)) {
