@@ -191,7 +191,9 @@ struct world {
   template <class T>
   double value(const operand& o, std::int64_t elem_offset) {  // from the saved copy
     T x;
-    std::memcpy(&x, before[static_cast<std::size_t>(o.buffer)].data() + elem_offset * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
+    std::memcpy(&x,
+                before[static_cast<std::size_t>(o.buffer)].data() + elem_offset * static_cast<std::int64_t>(sizeof(T)),
+                sizeof(T));
     return to_d(x);
   }
   void snapshot() {
@@ -370,7 +372,8 @@ void run_case(reader& r, int skeleton) {
       const unsigned char* now = w.bufs[b].get();
       for (std::size_t i = 0; i < w.sizes[b]; ++i) {
         if (written && static_cast<int>(b) == dst.buffer && (*written)[i / sizeof(D)]) continue;
-        if (now[i] != w.before[b][i]) fail(why.c_str(), "buffer " + std::to_string(b) + " byte " + std::to_string(i) + ": " + err);
+        if (now[i] != w.before[b][i])
+          fail(why.c_str(), "buffer " + std::to_string(b) + " byte " + std::to_string(i) + ": " + err);
       }
     }
   };
@@ -391,9 +394,10 @@ void run_case(reader& r, int skeleton) {
     unchanged(nullptr, "a rejected evaluation wrote memory");
     return;
   }
-  if (conflict) fail("accepted a racing destination", "dst " + dst.shape.str() + " strides " + dst.strides.str() + " off " +
-                     std::to_string(dst.offset) + "; l0 " + l0.shape.str() + " strides " + l0.strides.str() + " off " +
-                     std::to_string(l0.offset));
+  if (conflict)
+    fail("accepted a racing destination", "dst " + dst.shape.str() + " strides " + dst.strides.str() + " off " +
+                                              std::to_string(dst.offset) + "; l0 " + l0.shape.str() + " strides " +
+                                              l0.strides.str() + " off " + std::to_string(l0.offset));
 
   // Reference, element by element of the destination.
   std::vector<char> written(w.sizes[static_cast<std::size_t>(dst.buffer)] / sizeof(D), 0);

@@ -94,15 +94,17 @@ ref_view remap(const ref_view& old, const vec& shape, Map map) {
 
 void compare(const fusex::view<float>& v, const ref_view& r, const float* base, const char* step) {
   vec shape(v.shape().begin(), v.shape().end());
-  if (shape != r.shape) fail("shape differs", std::string(step) + ": fusex " + v.shape().str() + " reference " + str(r.shape));
+  if (shape != r.shape)
+    fail("shape differs", std::string(step) + ": fusex " + v.shape().str() + " reference " + str(r.shape));
   if (prod(shape) == 0) return;
   vec idx(shape.size(), 0);
   std::size_t k = 0;
   do {
     std::int64_t off = v.data() - base;
     for (std::size_t d = 0; d < shape.size(); ++d) off += idx[d] * v.strides()[static_cast<int>(d)];
-    if (off != r.elems[k]) fail("element differs", std::string(step) + " at logical " + str(idx) + ": fusex offset " +
-                                                       std::to_string(off) + " reference " + std::to_string(r.elems[k]));
+    if (off != r.elems[k])
+      fail("element differs", std::string(step) + " at logical " + str(idx) + ": fusex offset " + std::to_string(off) +
+                                  " reference " + std::to_string(r.elems[k]));
     ++k;
   } while (next(idx, shape));
 }
@@ -193,7 +195,8 @@ void views(reader& r) {
         std::vector<int> o;
         o.reserve(static_cast<std::size_t>(n));
         for (int i = 0; i < n; ++i) o.push_back(i);
-        for (int i = n - 1; i > 0; --i) std::swap(o[static_cast<std::size_t>(i)], o[static_cast<std::size_t>(r.range(0, i))]);
+        for (int i = n - 1; i > 0; --i)
+          std::swap(o[static_cast<std::size_t>(i)], o[static_cast<std::size_t>(r.range(0, i))]);
         if (n > 0 && r.range(0, 5) == 0) o[static_cast<std::size_t>(r.range(0, n - 1))] = r.range(-R - 1, R);
         for (int x : o) order.push_back(x);
         bool ok = n == R;
@@ -271,8 +274,7 @@ void views(reader& r) {
         }
         bool ok = ns.size() >= ref.shape.size();
         const std::size_t lead = ns.size() - ref.shape.size();
-        for (std::size_t d = 0; ok && d < ref.shape.size(); ++d)
-          ok = ref.shape[d] == ns[lead + d] || ref.shape[d] == 1;
+        for (std::size_t d = 0; ok && d < ref.shape.size(); ++d) ok = ref.shape[d] == ns[lead + d] || ref.shape[d] == 1;
         fusex::shape_t fs2;
         for (auto e : ns) fs2.push_back(e);
         fusex::view<float> nv;
@@ -337,7 +339,8 @@ void views(reader& r) {
     compare(v, ref, buf.data(), "after a step");
     // size() and is_contiguous() agree with the reference.
     if (v.size() != prod(ref.shape)) fail("size differs", v.shape().str());
-    if (v.size() > 0 && v.is_contiguous() != ref.contiguous_run()) fail("is_contiguous differs", v.shape().str() + " " + v.strides().str());
+    if (v.size() > 0 && v.is_contiguous() != ref.contiguous_run())
+      fail("is_contiguous differs", v.shape().str() + " " + v.strides().str());
   }
 }
 
@@ -366,7 +369,8 @@ void broadcasting(reader& r) {
   if (ok == threw) fail("broadcast_shapes", a.str() + " " + b.str());
   if (threw && (msg.find(a.str()) == std::string::npos || msg.find(b.str()) == std::string::npos))
     fail("broadcast_shapes message does not name both shapes", msg);
-  if (ok && vec(got.begin(), got.end()) != want) fail("broadcast_shapes result", a.str() + " " + b.str() + " -> " + got.str());
+  if (ok && vec(got.begin(), got.end()) != want)
+    fail("broadcast_shapes result", a.str() + " " + b.str() + " -> " + got.str());
   if (ok && (!fusex::broadcasts_to(a, got) || !fusex::broadcasts_to(b, got))) fail("broadcasts_to", got.str());
 }
 

@@ -19,9 +19,8 @@ int main() {
   const bool ok = v.size() == 6 && fusex_test_package_host_part() == 12;
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
-  std::printf("fusex-test-package: fusex %s %s, view of %lld elements, %d CUDA device(s)%s%s\n",
-              fusex::version_string, ok ? "OK" : "FAILED", static_cast<long long>(v.size()),
-              err == cudaSuccess ? count : 0, err == cudaSuccess ? "" : ": ",
-              err == cudaSuccess ? "" : cudaGetErrorName(err));
+  std::printf("fusex-test-package: fusex %s %s, view of %lld elements, %d CUDA device(s)%s%s\n", fusex::version_string,
+              ok ? "OK" : "FAILED", static_cast<long long>(v.size()), err == cudaSuccess ? count : 0,
+              err == cudaSuccess ? "" : ": ", err == cudaSuccess ? "" : cudaGetErrorName(err));
   return ok ? 0 : 1;
 }

@@ -68,8 +68,10 @@ void bm_relu_bias_fused(benchmark::State& state) {
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto bv = fusex::make_view(b.p, {cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
-  fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs, copy_bw_for(rows * cols * sizeof(T)));
+  const double secs =
+      fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
+  fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs,
+                                copy_bw_for(rows * cols * sizeof(T)));
   fusex::detail::elementwise_tuning_state().waves = 0;
 }
 
@@ -81,11 +83,12 @@ void bm_relu_bias_unfused(benchmark::State& state) {
   auto tv = fusex::make_view(t.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
   const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    fusex::eval(tv, xv + bv, bench_stream());      // kernel 1: writes a temporary
+    fusex::eval(tv, xv + bv, bench_stream());          // kernel 1: writes a temporary
     fusex::eval(yv, fusex::relu(tv), bench_stream());  // kernel 2: reads it back
   });
   // Minimal bytes, as for the fused version, so the ratio shows the cost of not fusing.
-  fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs, copy_bw_for(rows * cols * sizeof(T)));
+  fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs,
+                                copy_bw_for(rows * cols * sizeof(T)));
 }
 
 template <class T>
@@ -172,7 +175,7 @@ void bm_small_raw(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(bm_copy)->Arg(rows * cols * 4)->Arg(rows * cols * 2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_copy)->Arg(4 * rows * cols)->Arg(2 * rows * cols)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_relu_bias_fused<float>)->Arg(0)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_relu_bias_fused<bfloat16>)->Arg(0)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_relu_bias_unfused<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);

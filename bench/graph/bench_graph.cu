@@ -47,8 +47,10 @@ struct chain_buffers {
     FUSEX_CUDA_CHECK(cudaMalloc(&a, numel * sizeof(float)));
     FUSEX_CUDA_CHECK(cudaMalloc(&b, numel * sizeof(float)));
     std::vector<float> hx(numel), hc(cols);
-    for (std::int64_t i = 0; i < numel; ++i) hx[static_cast<std::size_t>(i)] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
-    for (std::int64_t i = 0; i < cols; ++i) hc[static_cast<std::size_t>(i)] = static_cast<float>((i * 13) % 29) / 14.0f - 0.9f;
+    for (std::int64_t i = 0; i < numel; ++i)
+      hx[static_cast<std::size_t>(i)] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+    for (std::int64_t i = 0; i < cols; ++i)
+      hc[static_cast<std::size_t>(i)] = static_cast<float>((i * 13) % 29) / 14.0f - 0.9f;
     FUSEX_CUDA_CHECK(cudaMemcpy(x, hx.data(), numel * sizeof(float), cudaMemcpyHostToDevice));
     FUSEX_CUDA_CHECK(cudaMemcpy(c, hc.data(), cols * sizeof(float), cudaMemcpyHostToDevice));
   }
@@ -136,7 +138,8 @@ void raw_step(float* y, const float* in, const float* c, cudaStream_t s, bool pd
     cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
-  FUSEX_CUDA_CHECK(cudaLaunchKernelEx(&cfg, raw_step_kernel, in, c, y, static_cast<int>(numel), static_cast<int>(cols)));
+  FUSEX_CUDA_CHECK(
+      cudaLaunchKernelEx(&cfg, raw_step_kernel, in, c, y, static_cast<int>(numel), static_cast<int>(cols)));
 }
 void raw_chain(cudaStream_t s, bool pdl, int steps = chain_length) {
   chain_buffers& B = buffers();
@@ -493,7 +496,8 @@ void bm_launch_graph_exec(benchmark::State& state) {
   fusex::graph_exec g = one_step_graph(rows);
   const cudaGraphExec_t e = g.native_handle();
   const launch_cost c = host_cost_per_call(
-      state, [&](int) { g.launch(bench_stream()); }, [&](int) { FUSEX_CUDA_CHECK(cudaGraphLaunch(e, bench_stream())); });
+      state, [&](int) { g.launch(bench_stream()); },
+      [&](int) { FUSEX_CUDA_CHECK(cudaGraphLaunch(e, bench_stream())); });
   report_launch_cost(state, c, false);
 }
 
@@ -517,7 +521,8 @@ void bm_launch_graph_cache(benchmark::State& state) {
   auto work_for = [&B](std::int64_t r) { return [&B, r](cudaStream_t st) { one_step(B, r, st); }; };
   std::vector<cudaGraphExec_t> natives;
   for (int k = 0; k < keys; ++k) {
-    natives.push_back(cache.run(key_list[static_cast<std::size_t>(k)], bench_stream(), work_for(rows - k)).native_handle());
+    natives.push_back(
+        cache.run(key_list[static_cast<std::size_t>(k)], bench_stream(), work_for(rows - k)).native_handle());
   }
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
   cache.reset_stats();  // count the timed calls only
@@ -530,7 +535,8 @@ void bm_launch_graph_cache(benchmark::State& state) {
       [&](int i) { FUSEX_CUDA_CHECK(cudaGraphLaunch(natives[static_cast<std::size_t>(i % keys)], bench_stream())); });
   const auto st = cache.stats();
   state.counters["captures"] = static_cast<double>(st.captures);  // 0: every timed call is a hit
-  state.counters["hit_rate"] = st.hits + st.misses ? static_cast<double>(st.hits) / static_cast<double>(st.hits + st.misses) : 0;
+  state.counters["hit_rate"] =
+      st.hits + st.misses ? static_cast<double>(st.hits) / static_cast<double>(st.hits + st.misses) : 0;
   report_launch_cost(state, c, true);  // target: overhead_us <= 0.5
 }
 
@@ -548,10 +554,22 @@ BENCHMARK(bm_capture_fusex)
     ->Args({100, 1})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_capture_raw)->ArgName("nodes")->Arg(10)->Arg(100)->Arg(1000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_capture_raw)
+    ->ArgName("nodes")
+    ->Arg(10)
+    ->Arg(100)
+    ->Arg(1000)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_launch_raw_graph)->Iterations(3000)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_launch_graph_exec)->Iterations(3000)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_launch_graph_cache)->ArgName("keys")->Arg(1)->Arg(3)->Iterations(3000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_launch_graph_cache)
+    ->ArgName("keys")
+    ->Arg(1)
+    ->Arg(3)
+    ->Iterations(3000)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // FUSEX_BENCHMARK_MAIN with prepare() before the benchmarks (and any capture) and teardown()
 // after them, and CUDA or fusex errors reported instead of aborting.

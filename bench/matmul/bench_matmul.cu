@@ -41,7 +41,8 @@ cudaStream_t bench_stream() {
 }
 
 __global__ void fill_kernel(float* t, std::int64_t n, float lo, float hi, unsigned salt) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x)
     t[i] = lo + (hi - lo) * (0.5f + 0.5f * __sinf(static_cast<float>((i + salt) % 100003) * 0.37f));
 }
 
@@ -77,8 +78,8 @@ struct direct_lt {
   cublasLtMatmulAlgo_t algo{};
   void* ws = nullptr;
   std::size_t ws_size = std::size_t{32} << 20;
-  direct_lt(std::int64_t M, std::int64_t N, std::int64_t K, cudaDataType_t t, cudaDataType_t out_t, cublasLtEpilogue_t epi,
-            const void* bias) {
+  direct_lt(std::int64_t M, std::int64_t N, std::int64_t K, cudaDataType_t t, cudaDataType_t out_t,
+            cublasLtEpilogue_t epi, const void* bias) {
     FUSEX_CUBLAS_CHECK(cublasLtCreate(&h));
     FUSEX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -87,12 +88,16 @@ struct direct_lt {
     FUSEX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias != nullptr)
       FUSEX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    FUSEX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, t, static_cast<std::uint64_t>(K), static_cast<std::uint64_t>(N), K));
-    FUSEX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, t, static_cast<std::uint64_t>(K), static_cast<std::uint64_t>(M), K));
-    FUSEX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, out_t, static_cast<std::uint64_t>(N), static_cast<std::uint64_t>(M), N));
+    FUSEX_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&a, t, static_cast<std::uint64_t>(K), static_cast<std::uint64_t>(N), K));
+    FUSEX_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&b, t, static_cast<std::uint64_t>(K), static_cast<std::uint64_t>(M), K));
+    FUSEX_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&c, out_t, static_cast<std::uint64_t>(N), static_cast<std::uint64_t>(M), N));
     cublasLtMatmulPreference_t pref{};
     FUSEX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    FUSEX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size, sizeof(ws_size)));
+    FUSEX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size,
+                                                            sizeof(ws_size)));
     cublasLtMatmulHeuristicResult_t r{};
     int found = 0;
     FUSEX_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, op, a, b, c, c, pref, 1, &r, &found));
@@ -132,7 +137,8 @@ void bm_large(benchmark::State& state) {
   const cudaStream_t s = bench_stream();
   double secs = 0;
   if constexpr (V == fusex_fused) {
-    state.SetLabel(fusex::explain(yv, fusex::relu(fusex::linear(xv, wv, bv))).find("cuBLASLt, 1 call") != std::string::npos
+    state.SetLabel(fusex::explain(yv, fusex::relu(fusex::linear(xv, wv, bv))).find("cuBLASLt, 1 call") !=
+                           std::string::npos
                        ? "one cuBLASLt call"
                        : "NOT one call");
     secs = fusex_bench::time_with_events(state, s, [&] { fusex::eval(yv, fusex::relu(fusex::linear(xv, wv, bv)), s); });
@@ -155,10 +161,9 @@ void bm_large(benchmark::State& state) {
     o.float32_intermediate = V == fusex_custom_f32;
     const std::string plan = fusex::explain(yv, fusex::gelu_tanh(fusex::linear(xv, wv, bv, o)) * 0.5f + rv);
     state.SetLabel(plan.find("for part of the expression") != std::string::npos ? "GELU_BIAS + in-place kernel"
-                                                                                  : "float32 temporary + kernel");
-    secs = fusex_bench::time_with_events(state, s, [&] {
-      fusex::eval(yv, fusex::gelu_tanh(fusex::linear(xv, wv, bv, o)) * 0.5f + rv, s);
-    });
+                                                                                : "float32 temporary + kernel");
+    secs = fusex_bench::time_with_events(
+        state, s, [&] { fusex::eval(yv, fusex::gelu_tanh(fusex::linear(xv, wv, bv, o)) * 0.5f + rv, s); });
   }
   report_flops(state, 2.0 * double(M) * double(N) * double(K), secs);
 }
@@ -178,8 +183,9 @@ struct mlp {
   void step(cudaStream_t s, fusex::matmul_options o) {
     for (std::int64_t l = 0; l < layers; ++l) {
       const auto L = static_cast<std::size_t>(l);
-      fusex::eval(act(l + 1), fusex::relu(fusex::linear(act(l), fusex::make_view(w[L].p, {width, width}),
-                                                        fusex::make_view(b[L].p, {width}), o)),
+      fusex::eval(act(l + 1),
+                  fusex::relu(fusex::linear(act(l), fusex::make_view(w[L].p, {width, width}),
+                                            fusex::make_view(b[L].p, {width}), o)),
                   s);
     }
   }
@@ -264,7 +270,8 @@ void bm_sweep(benchmark::State& state) {
   g.m = M;
   g.n = NK;
   g.k = NK;
-  const bool chooser_fusex = fusex::detail::choose_fusex_kernel(fusex::dtype_name<T>(), g, fusex::matmul_chooser(), why);
+  const bool chooser_fusex =
+      fusex::detail::choose_fusex_kernel(fusex::dtype_name<T>(), g, fusex::matmul_chooser(), why);
   state.counters["chooser_fusex"] = chooser_fusex ? 1 : 0;
   state.SetLabel(state.range(2) ? "cuBLASLt" : "fusex kernel");
   const double secs = time_graph(state, s, [&] {
@@ -288,12 +295,42 @@ void sweep_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 // (a), (b): at most ~1.3 ms per iteration; 30 iterations each keep the whole program well under 60 s.
-BENCHMARK(bm_large<fusex_fused>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_large<direct_fused>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_large<gemm_then_kernel>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_large<fusex_custom>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_large<fusex_custom_f32>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_large<direct_gelu>)->Args({8192, 8192, 8192})->Args({4096, 4096, 1024})->Iterations(30)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_large<fusex_fused>)
+    ->Args({8192, 8192, 8192})
+    ->Args({4096, 4096, 1024})
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_large<direct_fused>)
+    ->Args({8192, 8192, 8192})
+    ->Args({4096, 4096, 1024})
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_large<gemm_then_kernel>)
+    ->Args({8192, 8192, 8192})
+    ->Args({4096, 4096, 1024})
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_large<fusex_custom>)
+    ->Args({8192, 8192, 8192})
+    ->Args({4096, 4096, 1024})
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_large<fusex_custom_f32>)
+    ->Args({8192, 8192, 8192})
+    ->Args({4096, 4096, 1024})
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_large<direct_gelu>)
+    ->Args({8192, 8192, 8192})
+    ->Args({4096, 4096, 1024})
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 // (c)
 BENCHMARK(bm_mlp)->ArgsProduct({{0, 1, 2}, {0, 1}})->Iterations(200)->UseManualTime()->Unit(benchmark::kMicrosecond);
 // (d)

@@ -72,8 +72,9 @@ fusex::arena* make_arena(int kind) {
 
 // One arena per kind, made on first use (thread-safe static initialisation) and never destroyed.
 fusex::arena& bench_arena(int kind) {
-  static fusex::arena* const arenas[] = {make_arena(arena_default), make_arena(arena_capture_always), nullptr,
-                                         nullptr, make_arena(arena_lazy), make_arena(arena_lazy_coarse_stats)};
+  static fusex::arena* const arenas[] = {
+      make_arena(arena_default), make_arena(arena_capture_always),   nullptr, nullptr,
+      make_arena(arena_lazy),    make_arena(arena_lazy_coarse_stats)};
   return *arenas[kind];
 }
 
@@ -248,6 +249,11 @@ BENCHMARK(BM_trace)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5)
     ->UseRealTime();
-BENCHMARK(BM_trace)->ArgNames({"allocator"})->Args({cuda_malloc})->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_trace)
+    ->ArgNames({"allocator"})
+    ->Args({cuda_malloc})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 FUSEX_BENCHMARK_MAIN();

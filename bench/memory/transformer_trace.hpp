@@ -15,9 +15,9 @@
 namespace fusex_trace {
 
 struct op {
-  bool allocate;       ///< allocate (true) or free (false) tensor `id`
-  std::uint32_t id;    ///< tensor id, unique in the trace
-  std::size_t bytes;   ///< its size
+  bool allocate;      ///< allocate (true) or free (false) tensor `id`
+  std::uint32_t id;   ///< tensor id, unique in the trace
+  std::size_t bytes;  ///< its size
 };
 
 struct trace {
@@ -80,27 +80,27 @@ inline trace transformer_trace(std::size_t min_allocations = 100000, unsigned se
     std::uint32_t x = alloc(BSH);  // embedding output
     for (std::size_t l = 0; l < m.layers; ++l) {
       auto& s = saved[l].ids;
-      s.push_back(x);                              // layer input (residual)
-      s.push_back(alloc(BSH));                     // ln1
-      s.push_back(alloc(m.batch * S * 8));         // ln1 mean / rstd
-      s.push_back(alloc(3 * BSH));                 // qkv
-      const std::uint32_t ws = alloc(32u << 20);   // GEMM workspace
+      s.push_back(x);                             // layer input (residual)
+      s.push_back(alloc(BSH));                    // ln1
+      s.push_back(alloc(m.batch * S * 8));        // ln1 mean / rstd
+      s.push_back(alloc(3 * BSH));                // qkv
+      const std::uint32_t ws = alloc(32u << 20);  // GEMM workspace
       release(ws);
-      const std::uint32_t sc = alloc(scores);      // attention scores
-      s.push_back(alloc(scores));                  // probabilities (kept)
+      const std::uint32_t sc = alloc(scores);  // attention scores
+      s.push_back(alloc(scores));              // probabilities (kept)
       release(sc);
-      temporaries(2);                              // softmax partials
-      s.push_back(alloc(BSH));                     // attention output
+      temporaries(2);           // softmax partials
+      s.push_back(alloc(BSH));  // attention output
       const std::uint32_t proj = alloc(BSH);
       const std::uint32_t res1 = alloc(BSH);
       release(proj);
       s.push_back(res1);
-      s.push_back(alloc(BSH));                     // ln2
+      s.push_back(alloc(BSH));  // ln2
       s.push_back(alloc(m.batch * S * 8));
-      s.push_back(alloc(4 * BSH));                 // mlp up
-      s.push_back(alloc(4 * BSH));                 // gelu
+      s.push_back(alloc(4 * BSH));  // mlp up
+      s.push_back(alloc(4 * BSH));  // gelu
       const std::uint32_t down = alloc(BSH);
-      x = alloc(BSH);                              // res2: next layer's input
+      x = alloc(BSH);  // res2: next layer's input
       release(down);
       temporaries(2);
     }
@@ -118,24 +118,24 @@ inline trace transformer_trace(std::size_t min_allocations = 100000, unsigned se
       auto& s = saved[l].ids;
       const std::uint32_t ws = alloc(32u << 20);
       const std::uint32_t dgelu = alloc(4 * BSH);
-      wgrads.push_back(alloc(4 * H * H * E));      // d W_down
+      wgrads.push_back(alloc(4 * H * H * E));  // d W_down
       const std::uint32_t dup = alloc(4 * BSH);
       release(dgelu);
-      wgrads.push_back(alloc(4 * H * H * E));      // d W_up
+      wgrads.push_back(alloc(4 * H * H * E));  // d W_up
       const std::uint32_t dln2 = alloc(BSH);
       release(dup);
-      temporaries(2);                              // layer-norm backward partials
+      temporaries(2);  // layer-norm backward partials
       wgrads.push_back(alloc(4 * H * 4));
       const std::uint32_t dattn = alloc(BSH);
       release(dln2);
-      wgrads.push_back(alloc(H * H * E));          // d W_proj
+      wgrads.push_back(alloc(H * H * E));  // d W_proj
       const std::uint32_t dprobs = alloc(scores);
       const std::uint32_t dscores = alloc(scores);
       release(dprobs);
       const std::uint32_t dqkv = alloc(3 * BSH);
       release(dscores);
       release(dattn);
-      wgrads.push_back(alloc(3 * H * H * E));      // d W_qkv
+      wgrads.push_back(alloc(3 * H * H * E));  // d W_qkv
       const std::uint32_t dx = alloc(BSH);
       release(dqkv);
       release(ws);

@@ -24,7 +24,8 @@ cudaStream_t bench_stream() {
 }
 
 __global__ void fill_kernel(float* t, std::int64_t n, float lo, float hi) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x)
     t[i] = lo + (hi - lo) * (0.5f + 0.5f * __sinf(static_cast<float>(i % 100003) * 0.37f));
 }
 
@@ -55,7 +56,8 @@ void bm_copy(benchmark::State& state) {
   const std::int64_t bytes = state.range(0);
   device_buffer<std::uint8_t> a(bytes, 1, 200), b(bytes, 1, 200);
   const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    FUSEX_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, bench_stream()));
+    FUSEX_CUDA_CHECK(
+        cudaMemcpyAsync(b.p, a.p, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, bench_stream()));
   });
   fusex_bench::report_bandwidth(state, 2.0 * double(bytes), secs, 0);
   copy_bw()[bytes] = 2.0 * double(bytes) * double(state.iterations()) / secs;
@@ -130,9 +132,8 @@ void bm_rows_graph(benchmark::State& state) {
   FUSEX_CUDA_CHECK(cudaStreamEndCapture(bench_stream(), &graph));
   FUSEX_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   tuning = fusex::detail::row_tuning{};
-  const double secs = fusex_bench::time_with_events(state, bench_stream(), [&] {
-    FUSEX_CUDA_CHECK(cudaGraphLaunch(exec, bench_stream()));
-  });
+  const double secs = fusex_bench::time_with_events(state, bench_stream(),
+                                                    [&] { FUSEX_CUDA_CHECK(cudaGraphLaunch(exec, bench_stream())); });
   state.counters["us_per_kernel"] = secs * 1e6 / (double(state.iterations()) * kernels);
   FUSEX_CUDA_CHECK(cudaGraphExecDestroy(exec));
   FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
@@ -143,7 +144,8 @@ void bm_column_sum(benchmark::State& state) {
   device_buffer<float> x(rows * cols), y(cols);
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {cols});
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv, 0), bench_stream()); });
+  const double secs =
+      fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv, 0), bench_stream()); });
   // Against the copy's bytes/s (read + write), like every other case.
   fusex_bench::report_bandwidth(state, double((rows * cols + cols) * 4), secs, copy_for(rows * cols * 4));
 }
@@ -154,7 +156,8 @@ void bm_full_sum_fusex(benchmark::State& state) {
   device_buffer<float> x(full_n), y(1);
   auto xv = fusex::make_view(x.p, {full_n});
   auto yv = fusex::make_view(y.p, {});
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv), bench_stream()); });
+  const double secs =
+      fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv), bench_stream()); });
   // A reduction only reads: its bytes/s (bytes read) against the bytes/s (read + written) of a copy
   // of the same input, measured by bm_copy at full_n * 4 bytes earlier in this run.
   fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4));
@@ -178,17 +181,74 @@ void bm_full_sum_cub(benchmark::State& state) {
 // One copy size per input size below, registered first so that each copy_ratio compares with a
 // copy measured in the same run (64 x 2^20 floats are as many bytes as 16384 x 4096: one copy
 // serves both; full_n * 4 bytes is the full sums' input).
-BENCHMARK(bm_copy)->Arg(16384LL * 4096 * 4)->Arg(16384LL * 4096 * 2)->Arg(65536LL * 128 * 4)->Arg(16LL * 256 * 4)
+BENCHMARK(bm_copy)
+    ->Arg(16384LL * 4096 * 4)
+    ->Arg(16384LL * 4096 * 2)
+    ->Arg(65536LL * 128 * 4)
+    ->Arg(16LL * 256 * 4)
     ->Arg(full_n * 4)
-    ->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({65536, 128, 1})->Args({65536, 128, 4})->Args({65536, 128, 0})->Args({64, 1 << 20, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, softmax_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, layer_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->Args({16, 256, 1})->Args({16, 256, 2})->Args({16, 256, 3})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<bfloat16, rms_norm_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 4})->Args({16384, 4096, 0})->Args({16384, 4096, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows<float, layer_norm_residual_k>)->Args({16384, 4096, 1})->Args({16384, 4096, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_rows_graph)->ArgNames({"rms", "variant"})->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, softmax_k>)
+    ->Args({16384, 4096, 1})
+    ->Args({16384, 4096, 4})
+    ->Args({16384, 4096, 0})
+    ->Args({65536, 128, 1})
+    ->Args({65536, 128, 4})
+    ->Args({65536, 128, 0})
+    ->Args({64, 1 << 20, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, softmax_k>)
+    ->Args({16384, 4096, 1})
+    ->Args({16384, 4096, 4})
+    ->Args({16384, 4096, 0})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, layer_norm_k>)
+    ->Args({16384, 4096, 1})
+    ->Args({16384, 4096, 4})
+    ->Args({16384, 4096, 0})
+    ->Args({16384, 4096, 2})
+    ->Args({16, 256, 1})
+    ->Args({16, 256, 2})
+    ->Args({16, 256, 3})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, layer_norm_k>)
+    ->Args({16384, 4096, 1})
+    ->Args({16384, 4096, 4})
+    ->Args({16384, 4096, 0})
+    ->Args({16384, 4096, 2})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, rms_norm_k>)
+    ->Args({16384, 4096, 1})
+    ->Args({16384, 4096, 4})
+    ->Args({16384, 4096, 0})
+    ->Args({16384, 4096, 2})
+    ->Args({16, 256, 1})
+    ->Args({16, 256, 2})
+    ->Args({16, 256, 3})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<bfloat16, rms_norm_k>)
+    ->Args({16384, 4096, 1})
+    ->Args({16384, 4096, 4})
+    ->Args({16384, 4096, 0})
+    ->Args({16384, 4096, 2})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows<float, layer_norm_residual_k>)
+    ->Args({16384, 4096, 1})
+    ->Args({16384, 4096, 0})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_rows_graph)
+    ->ArgNames({"rms", "variant"})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_column_sum)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_fusex)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_full_sum_cub)->UseManualTime()->Unit(benchmark::kMicrosecond);

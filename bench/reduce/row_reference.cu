@@ -10,16 +10,42 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1);} } while (0)
+#define CK(x)                                        \
+  do {                                               \
+    cudaError_t e = (x);                             \
+    if (e != cudaSuccess) {                          \
+      printf("%s: %s\n", #x, cudaGetErrorString(e)); \
+      exit(1);                                       \
+    }                                                \
+  } while (0)
 constexpr int TPB = 256;
-template <class T> struct vecn { static constexpr int n = 16 / sizeof(T); };
-template <class T> __device__ float tof(T v) { return static_cast<float>(v); }
-template <> __device__ float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> __device__ T fromf(float v) { return static_cast<T>(v); }
-template <> __device__ __nv_bfloat16 fromf(float v) { return __float2bfloat16(v); }
+template <class T>
+struct vecn {
+  static constexpr int n = 16 / sizeof(T);
+};
+template <class T>
+__device__ float tof(T v) {
+  return static_cast<float>(v);
+}
+template <>
+__device__ float tof(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__device__ T fromf(float v) {
+  return static_cast<T>(v);
+}
+template <>
+__device__ __nv_bfloat16 fromf(float v) {
+  return __float2bfloat16(v);
+}
 
-template <class T> struct alignas(16) pack { T v[vecn<T>::n]; };
-template <class T> __device__ void load_row(const T* row, float (&x)[16]) {
+template <class T>
+struct alignas(16) pack {
+  T v[vecn<T>::n];
+};
+template <class T>
+__device__ void load_row(const T* row, float (&x)[16]) {
   constexpr int V = vecn<T>::n, C = 16 / V;
   const pack<T>* p = reinterpret_cast<const pack<T>*>(row);
   pack<T> r[C];
@@ -30,7 +56,8 @@ template <class T> __device__ void load_row(const T* row, float (&x)[16]) {
 #pragma unroll
     for (int l = 0; l < V; ++l) x[c * V + l] = tof(r[c].v[l]);
 }
-template <class T> __device__ void store_row(T* row, const float (&y)[16]) {
+template <class T>
+__device__ void store_row(T* row, const float (&y)[16]) {
   constexpr int V = vecn<T>::n, C = 16 / V;
   pack<T>* p = reinterpret_cast<pack<T>*>(row);
 #pragma unroll
@@ -42,9 +69,12 @@ template <class T> __device__ void store_row(T* row, const float (&y)[16]) {
   }
 }
 using BR = cub::BlockReduce<float, TPB>;
-struct mx { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+struct mx {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
-template <class T> __global__ void __launch_bounds__(TPB) softmax_2level(const T* x, T* y, int cols) {
+template <class T>
+__global__ void __launch_bounds__(TPB) softmax_2level(const T* x, T* y, int cols) {
   __shared__ typename BR::TempStorage ts;
   __shared__ float bc;
   float v[16];
@@ -58,7 +88,10 @@ template <class T> __global__ void __launch_bounds__(TPB) softmax_2level(const T
   m = bc;
   float s = 0;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) { v[i] = expf(v[i] - m); s += v[i]; }
+  for (int i = 0; i < 16; ++i) {
+    v[i] = expf(v[i] - m);
+    s += v[i];
+  }
   __syncthreads();
   s = BR(ts).Sum(s);
   if (threadIdx.x == 0) bc = 1.0f / s;
@@ -69,7 +102,8 @@ template <class T> __global__ void __launch_bounds__(TPB) softmax_2level(const T
   store_row(y + size_t(blockIdx.x) * cols, v);
 }
 // exp recomputed in the epilogue, as an expression would: exp(x - (m + log s)).
-template <class T> __global__ void __launch_bounds__(TPB) softmax_2level_lse(const T* x, T* y, int cols) {
+template <class T>
+__global__ void __launch_bounds__(TPB) softmax_2level_lse(const T* x, T* y, int cols) {
   __shared__ typename BR::TempStorage ts;
   __shared__ float bc;
   float v[16];
@@ -93,14 +127,17 @@ template <class T> __global__ void __launch_bounds__(TPB) softmax_2level_lse(con
   for (int i = 0; i < 16; ++i) v[i] = expf(v[i] - lse);
   store_row(y + size_t(blockIdx.x) * cols, v);
 }
-struct ms { float m, s; };
+struct ms {
+  float m, s;
+};
 struct ms_combine {
   __device__ ms operator()(ms a, ms b) const {
     const float m = fmaxf(a.m, b.m);
     return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
   }
 };
-template <class T> __global__ void __launch_bounds__(TPB) softmax_online(const T* x, T* y, int cols) {
+template <class T>
+__global__ void __launch_bounds__(TPB) softmax_online(const T* x, T* y, int cols) {
   using BRm = cub::BlockReduce<ms, TPB>;
   __shared__ typename BRm::TempStorage ts;
   __shared__ float bc;
@@ -120,7 +157,8 @@ template <class T> __global__ void __launch_bounds__(TPB) softmax_online(const T
   for (int i = 0; i < 16; ++i) v[i] = expf(v[i] - lse);
   store_row(y + size_t(blockIdx.x) * cols, v);
 }
-template <class T> __global__ void __launch_bounds__(TPB) layer_norm_2level(const T* x, T* y, const T* g, const T* b, int cols) {
+template <class T>
+__global__ void __launch_bounds__(TPB) layer_norm_2level(const T* x, T* y, const T* g, const T* b, int cols) {
   __shared__ typename BR::TempStorage ts;
   __shared__ float bc;
   float v[16], gv[16], bv[16];
@@ -134,7 +172,10 @@ template <class T> __global__ void __launch_bounds__(TPB) layer_norm_2level(cons
   const float mean = bc;
   float q = 0;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) { const float d = v[i] - mean; q += d * d; }
+  for (int i = 0; i < 16; ++i) {
+    const float d = v[i] - mean;
+    q += d * d;
+  }
   __syncthreads();
   q = BR(ts).Sum(q);
   if (threadIdx.x == 0) bc = rsqrtf(q / cols + 1e-5f);
@@ -146,7 +187,9 @@ template <class T> __global__ void __launch_bounds__(TPB) layer_norm_2level(cons
   for (int i = 0; i < 16; ++i) v[i] = (v[i] - mean) * r * gv[i] + bv[i];
   store_row(y + size_t(blockIdx.x) * cols, v);
 }
-struct wf { float n, mean, m2; };
+struct wf {
+  float n, mean, m2;
+};
 struct wf_combine {
   __device__ wf operator()(wf a, wf b) const {
     if (a.n == 0) return b;
@@ -155,7 +198,8 @@ struct wf_combine {
     return {n, a.mean + d * wb, a.m2 + b.m2 + d * d * a.n * wb};
   }
 };
-template <class T> __global__ void __launch_bounds__(TPB) layer_norm_welford(const T* x, T* y, const T* g, const T* b, int cols) {
+template <class T>
+__global__ void __launch_bounds__(TPB) layer_norm_welford(const T* x, T* y, const T* g, const T* b, int cols) {
   using BRw = cub::BlockReduce<wf, TPB>;
   __shared__ typename BRw::TempStorage ts;
   __shared__ float bm, br;
@@ -166,9 +210,15 @@ template <class T> __global__ void __launch_bounds__(TPB) layer_norm_welford(con
   for (int i = 0; i < 16; ++i) m += v[i] * (1.0f / 16);
   float q = 0;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) { const float d = v[i] - m; q += d * d; }
+  for (int i = 0; i < 16; ++i) {
+    const float d = v[i] - m;
+    q += d * d;
+  }
   wf a = BRw(ts).Reduce(wf{16.f, m, q}, wf_combine{});
-  if (threadIdx.x == 0) { bm = a.mean; br = rsqrtf(a.m2 / a.n + 1e-5f); }
+  if (threadIdx.x == 0) {
+    bm = a.mean;
+    br = rsqrtf(a.m2 / a.n + 1e-5f);
+  }
   __syncthreads();
   const float mean = bm, r = br;
   load_row(g, gv);
@@ -177,7 +227,8 @@ template <class T> __global__ void __launch_bounds__(TPB) layer_norm_welford(con
   for (int i = 0; i < 16; ++i) v[i] = (v[i] - mean) * r * gv[i] + bv[i];
   store_row(y + size_t(blockIdx.x) * cols, v);
 }
-template <class T> __global__ void __launch_bounds__(TPB) rms_norm_ref(const T* x, T* y, const T* g, int cols) {
+template <class T>
+__global__ void __launch_bounds__(TPB) rms_norm_ref(const T* x, T* y, const T* g, int cols) {
   __shared__ typename BR::TempStorage ts;
   __shared__ float bc;
   float v[16], gv[16];
@@ -194,9 +245,11 @@ template <class T> __global__ void __launch_bounds__(TPB) rms_norm_ref(const T* 
   for (int i = 0; i < 16; ++i) v[i] = v[i] * r * gv[i];
   store_row(y + size_t(blockIdx.x) * cols, v);
 }
-template <class F> float time_ms(F f, int reps = 50) {
+template <class F>
+float time_ms(F f, int reps = 50) {
   cudaEvent_t a, b;
-  CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
   for (int i = 0; i < 5; ++i) f();
   CK(cudaEventRecord(a));
   for (int i = 0; i < reps; ++i) f();
@@ -207,11 +260,15 @@ template <class F> float time_ms(F f, int reps = 50) {
   CK(cudaGetLastError());
   return ms / reps;
 }
-template <class T> void run(const char* tname) {
+template <class T>
+void run(const char* tname) {
   const int rows = 16384, cols = 4096;
   const size_t n = size_t(rows) * cols, bytes = n * sizeof(T);
   T *x, *y, *g, *b;
-  CK(cudaMalloc(&x, bytes)); CK(cudaMalloc(&y, bytes)); CK(cudaMalloc(&g, cols * sizeof(T))); CK(cudaMalloc(&b, cols * sizeof(T)));
+  CK(cudaMalloc(&x, bytes));
+  CK(cudaMalloc(&y, bytes));
+  CK(cudaMalloc(&g, cols * sizeof(T)));
+  CK(cudaMalloc(&b, cols * sizeof(T)));
   std::vector<T> h(n);
   for (size_t i = 0; i < n; ++i) h[i] = T(float((i * 2654435761u) % 1000) / 500.0f - 1.0f);
   CK(cudaMemcpy(x, h.data(), bytes, cudaMemcpyHostToDevice));
@@ -228,7 +285,10 @@ template <class T> void run(const char* tname) {
   rep("layer_norm_2level", time_ms([&] { layer_norm_2level<T><<<rows, TPB>>>(x, y, g, b, cols); }));
   rep("layer_norm_welford", time_ms([&] { layer_norm_welford<T><<<rows, TPB>>>(x, y, g, b, cols); }));
   rep("rms_norm", time_ms([&] { rms_norm_ref<T><<<rows, TPB>>>(x, y, g, cols); }));
-  CK(cudaFree(x)); CK(cudaFree(y)); CK(cudaFree(g)); CK(cudaFree(b));
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+  CK(cudaFree(g));
+  CK(cudaFree(b));
 }
 int main() {
   run<float>("f32");

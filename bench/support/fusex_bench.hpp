@@ -127,12 +127,12 @@ inline void apply_resource_override() {
 }  // namespace fusex_bench
 
 /// main() for a fusex benchmark program.
-#define FUSEX_BENCHMARK_MAIN()                                   \
-  int main(int argc, char** argv) {                              \
-    benchmark::Initialize(&argc, argv);                          \
-    if (!fusex_bench::report_device()) return 0;                 \
-    fusex_bench::apply_resource_override();                      \
-    benchmark::RunSpecifiedBenchmarks();                         \
-    benchmark::Shutdown();                                       \
-    return 0;                                                    \
+#define FUSEX_BENCHMARK_MAIN()                   \
+  int main(int argc, char** argv) {              \
+    benchmark::Initialize(&argc, argv);          \
+    if (!fusex_bench::report_device()) return 0; \
+    fusex_bench::apply_resource_override();      \
+    benchmark::RunSpecifiedBenchmarks();         \
+    benchmark::Shutdown();                       \
+    return 0;                                    \
   }

@@ -37,7 +37,10 @@ int run_example() {
     // functor and __host__ __device__ lambda, fused with relu and + into one kernel
     fusex::eval(dout, fusex::relu(fusex::map(square, fusex::map(smooth_clip{2.0f}, dx)) + dy) + 1.0f, s);
     // an extended __device__ lambda of two operands (GPU only; the result type is named)
-    auto clip_add = [] __device__(float a, float b) { float c = 2.0f * tanhf(a / 2.0f); return fmaxf(c * c + b, 0.0f); };
+    auto clip_add = [] __device__(float a, float b) {
+      float c = 2.0f * tanhf(a / 2.0f);
+      return fmaxf(c * c + b, 0.0f);
+    };
     fusex::eval(dout2, fusex::map<float>(clip_add, dx, dy) + 1.0f, s);
     std::vector<float> out2(n);
     FUSEX_CUDA_CHECK(cudaMemcpyAsync(out.data(), dout.data(), n * sizeof(float), cudaMemcpyDeviceToHost, s));
@@ -47,10 +50,13 @@ int run_example() {
     for (std::int64_t i = 0; i < n; ++i) worst2 = std::fmax(worst2, std::fabs(out2[i] - ref[i]));
     std::printf("custom_map (GPU): __device__ lambda largest error %.3g\n", worst2);
     if (worst2 > 1e-5) return 1;
-    std::printf("%s", fusex::explain(dout.view(), fusex::relu(fusex::map(square, fusex::map(smooth_clip{2.0f}, dx)) + dy) + 1.0f).c_str());
+    std::printf("%s", fusex::explain(dout.view(),
+                                     fusex::relu(fusex::map(square, fusex::map(smooth_clip{2.0f}, dx)) + dy) + 1.0f)
+                          .c_str());
   } else {
-    std::printf("No usable CUDA device: running the functor and the __host__ __device__ lambda on fusex's host "
-                "backend (the __device__ lambda needs a GPU).\n");
+    std::printf(
+        "No usable CUDA device: running the functor and the __host__ __device__ lambda on fusex's host "
+        "backend (the __device__ lambda needs a GPU).\n");
     auto xv = fusex::make_view(x.data(), {n});
     auto yv = fusex::make_view(y.data(), {n});
     fusex::host::eval(fusex::make_view(out.data(), {n}),

@@ -139,11 +139,13 @@ int run(int requests, std::size_t capacity) {
     if (!bb) bb = std::make_unique<bucket_buffers>(bucket, s);
     fusex::copy_input_padded(bb->in, fusex::make_view(static_cast<const float*>(request.data()), {n, features}), s);
     bucket_buffers* buf = bb.get();
-    cache.run(fusex::graph_key{bucket}, s, [&m, buf](cudaStream_t st) { m.forward(buf->in, buf->tmp.view(), buf->out.view(), st); });
+    cache.run(fusex::graph_key{bucket}, s,
+              [&m, buf](cudaStream_t st) { m.forward(buf->in, buf->tmp.view(), buf->out.view(), st); });
 
     // The answer: the first n rows of the bucket's output.
     std::vector<float> answer(request.size());
-    FUSEX_CUDA_CHECK(cudaMemcpyAsync(answer.data(), bb->out.data(), answer.size() * sizeof(float), cudaMemcpyDeviceToHost, s));
+    FUSEX_CUDA_CHECK(
+        cudaMemcpyAsync(answer.data(), bb->out.data(), answer.size() * sizeof(float), cudaMemcpyDeviceToHost, s));
     FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
     for (std::size_t i = 0; i < answer.size(); ++i) {
       const double e = m.reference(request[i], static_cast<std::int64_t>(i) % features);
@@ -158,11 +160,12 @@ int run(int requests, std::size_t capacity) {
   std::printf("graph_cache_buckets: %d requests of 1 to 64 rows x %lld features, buckets", requests,
               static_cast<long long>(features));
   for (auto b : buckets.sizes()) std::printf(" %lld", static_cast<long long>(b));
-  std::printf("\n  graphs: %llu captured, %llu hits, %llu misses, %llu evicted; %zu held (capacity %zu), %zu bytes "
-              "of graph memory\n",
-              static_cast<unsigned long long>(st.captures), static_cast<unsigned long long>(st.hits),
-              static_cast<unsigned long long>(st.misses), static_cast<unsigned long long>(st.evictions), st.entries,
-              st.capacity, st.memory_bytes);
+  std::printf(
+      "\n  graphs: %llu captured, %llu hits, %llu misses, %llu evicted; %zu held (capacity %zu), %zu bytes "
+      "of graph memory\n",
+      static_cast<unsigned long long>(st.captures), static_cast<unsigned long long>(st.hits),
+      static_cast<unsigned long long>(st.misses), static_cast<unsigned long long>(st.evictions), st.entries,
+      st.capacity, st.memory_bytes);
   std::printf("  padding: %.1f%% of the rows computed were padding\n",
               100.0 * static_cast<double>(padded_rows - real_rows) / static_cast<double>(padded_rows));
   std::printf("  %.1f us per request (copy in, replay, copy out, check); max relative error %.2e\n",

@@ -21,7 +21,7 @@ void step(const fusex::view<float>& in, const fusex::view<float>& out, const fus
   fusex::eval(a, in, s);
   for (int i = 0; i < depth; ++i) {
     fusex::eval(b, a + 0.5f * fusex::gelu(fusex::layer_norm(a, gamma, beta)), s);  // one kernel
-    fusex::eval(a, fusex::rms_norm(b), s);                                          // one kernel
+    fusex::eval(a, fusex::rms_norm(b), s);                                         // one kernel
   }
   fusex::eval(out, a, s);
 }

@@ -28,10 +28,10 @@ int main(int argc, char** argv) {
   FUSEX_CUDA_CHECK(cudaMemcpy(d_bias, hb.data(), hb.size() * sizeof(float), cudaMemcpyHostToDevice));
 
   // --- the README example ---
-  auto x    = fusex::make_view(d_x, {rows, cols});
+  auto x = fusex::make_view(d_x, {rows, cols});
   auto bias = fusex::make_view(d_bias, {cols});
-  auto y    = fusex::make_view(d_y, {rows, cols});
-  fusex::eval(y, fusex::relu(x + bias), stream);   // one kernel, no temporaries
+  auto y = fusex::make_view(d_y, {rows, cols});
+  fusex::eval(y, fusex::relu(x + bias), stream);  // one kernel, no temporaries
   // ---
 
   std::printf("%s", fusex::explain(y, fusex::relu(x + bias)).c_str());

@@ -17,8 +17,8 @@ void compute(Run&& run, float* x, float* gamma, float* beta, float* sm, float* l
   auto xv = fusex::make_view(x, {rows, cols});
   auto g = fusex::make_view(gamma, {cols});
   auto b = fusex::make_view(beta, {cols});
-  run(fusex::make_view(sm, {rows, cols}), fusex::softmax(xv));             // one kernel
-  run(fusex::make_view(ln, {rows, cols}), fusex::layer_norm(xv, g, b));    // one kernel
+  run(fusex::make_view(sm, {rows, cols}), fusex::softmax(xv));           // one kernel
+  run(fusex::make_view(ln, {rows, cols}), fusex::layer_norm(xv, g, b));  // one kernel
 }
 
 double check(const std::vector<float>& x, const std::vector<float>& g, const std::vector<float>& b,
@@ -78,8 +78,8 @@ int main() {
     }
   } else {
     std::printf("No usable CUDA device: running the same expressions on fusex's host backend.\n");
-    compute([](const auto& dst, const auto& e) { fusex::host::eval(dst, e); }, x.data(), g.data(), b.data(),
-            sm.data(), ln.data());
+    compute([](const auto& dst, const auto& e) { fusex::host::eval(dst, e); }, x.data(), g.data(), b.data(), sm.data(),
+            ln.data());
   }
   const double worst = check(x, g, b, sm, ln);
   std::printf("softmax_layer_norm: largest error against double-precision loops %.3g (tolerance 1e-4)\n", worst);

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
     const double bound = std::max(copy.seconds, compute.seconds);
     const double mib = static_cast<double>(c.batch_elems * sizeof(float)) / (1 << 20);
     std::printf("staging pipeline: %d batches of %.0f MiB, %d FMA steps per element, %d slots, %s\n", c.batches, mib,
-                work, c.slots, c.chunk_elems == 0 || c.chunk_elems >= c.batch_elems ? "whole-batch copies" : "chunked copies");
+                work, c.slots,
+                c.chunk_elems == 0 || c.chunk_elems >= c.batch_elems ? "whole-batch copies" : "chunked copies");
     std::printf("  staging + copies only   %9.3f ms\n", copy.seconds * 1e3);
     std::printf("  kernels only            %9.3f ms\n", compute.seconds * 1e3);
     std::printf("  overlapped (2 streams)  %9.3f ms   %.3f x max(copy, compute)%s\n", overlapped.seconds * 1e3,
@@ -109,10 +110,11 @@ int main(int argc, char** argv) {
     staging::config pc = c;
     pc.profile = true;
     const auto prof = staging::run(pc, staging::mode::overlapped, dataset, work);
-    std::printf("  overlapped, profiled    %9.3f ms: host staging %.3f ms, host waiting %.3f ms, GPU copies %.3f ms, "
-                "GPU kernels %.3f ms\n",
-                prof.seconds * 1e3, prof.host_stage_seconds * 1e3, prof.host_wait_seconds * 1e3,
-                prof.gpu_copy_seconds * 1e3, prof.gpu_compute_seconds * 1e3);
+    std::printf(
+        "  overlapped, profiled    %9.3f ms: host staging %.3f ms, host waiting %.3f ms, GPU copies %.3f ms, "
+        "GPU kernels %.3f ms\n",
+        prof.seconds * 1e3, prof.host_stage_seconds * 1e3, prof.host_wait_seconds * 1e3, prof.gpu_copy_seconds * 1e3,
+        prof.gpu_compute_seconds * 1e3);
     const int bad = staging::mismatches(overlapped, ref) + staging::mismatches(single, ref) +
                     staging::mismatches(compute, ref) + staging::mismatches(prof, ref);
     if (bad != 0) {

@@ -108,15 +108,15 @@ inline double host_reference(const std::vector<float>& dataset, const config& c,
 
 struct run_result {
   double seconds = 0;
-  std::vector<double> sums;     ///< one per batch (empty for copy_only)
-  std::vector<int> source;      ///< dataset batch each sum must match
+  std::vector<double> sums;  ///< one per batch (empty for copy_only)
+  std::vector<int> source;   ///< dataset batch each sum must match
   // Where the time went (seconds, whole run).
-  double host_stage_seconds = 0;  ///< host memcpy into pinned memory
-  double host_wait_seconds = 0;   ///< host blocked waiting for a pinned slot's previous copy
-  double gpu_copy_seconds = 0;    ///< copy stream from its first chunk to its last chunk's end, per
-                                  ///< batch (includes waits for the host to stage later chunks;
-                                  ///< config::profile)
-  double gpu_compute_seconds = 0; ///< kernels (config::profile)
+  double host_stage_seconds = 0;   ///< host memcpy into pinned memory
+  double host_wait_seconds = 0;    ///< host blocked waiting for a pinned slot's previous copy
+  double gpu_copy_seconds = 0;     ///< copy stream from its first chunk to its last chunk's end, per
+                                   ///< batch (includes waits for the host to stage later chunks;
+                                   ///< config::profile)
+  double gpu_compute_seconds = 0;  ///< kernels (config::profile)
 };
 
 namespace detail {
@@ -174,7 +174,8 @@ inline run_result run(const config& c, mode m, const std::vector<float>& dataset
     fusex::buffer<double> sums(batches, compute, mem);
     if (m == mode::compute_only) {
       for (std::size_t i = 0; i < slots; ++i)
-        FUSEX_CUDA_CHECK(cudaMemcpyAsync(dev[i].data(), dataset.data() + (i % static_cast<std::size_t>(c.dataset_batches)) * n,
+        FUSEX_CUDA_CHECK(cudaMemcpyAsync(dev[i].data(),
+                                         dataset.data() + (i % static_cast<std::size_t>(c.dataset_batches)) * n,
                                          n * sizeof(float), cudaMemcpyHostToDevice, compute));
     }
     FUSEX_CUDA_CHECK(cudaStreamSynchronize(compute));
@@ -200,8 +201,8 @@ inline run_result run(const config& c, mode m, const std::vector<float>& dataset
           r.host_stage_seconds += std::chrono::duration<double>(clock::now() - s0).count();
           if (c.profile && off == 0) FUSEX_CUDA_CHECK(cudaEventRecord(timing[4 * k], copy));
           const fusex::shape_t piece{static_cast<std::int64_t>(len)};
-          fusex::copy_async(fusex::make_view(dev[i].data() + off, piece), fusex::make_view(stage[i].data() + off, piece),
-                            copy);
+          fusex::copy_async(fusex::make_view(dev[i].data() + off, piece),
+                            fusex::make_view(stage[i].data() + off, piece), copy);
         }
         FUSEX_CUDA_CHECK(cudaEventRecord(copied[i], copy));
         if (c.profile) FUSEX_CUDA_CHECK(cudaEventRecord(timing[4 * k + 1], copy));
@@ -215,7 +216,8 @@ inline run_result run(const config& c, mode m, const std::vector<float>& dataset
         FUSEX_CUDA_CHECK(cudaGetLastError());
         FUSEX_CUDA_CHECK(cudaEventRecord(consumed[i], compute));
         if (c.profile) FUSEX_CUDA_CHECK(cudaEventRecord(timing[4 * k + 3], compute));
-        r.source.push_back(static_cast<int>(m == mode::compute_only ? i % static_cast<std::size_t>(c.dataset_batches) : src));
+        r.source.push_back(
+            static_cast<int>(m == mode::compute_only ? i % static_cast<std::size_t>(c.dataset_batches) : src));
       }
     }
     FUSEX_CUDA_CHECK(cudaStreamSynchronize(copy));
@@ -224,7 +226,8 @@ inline run_result run(const config& c, mode m, const std::vector<float>& dataset
     if (c.profile) {
       for (std::size_t k = 0; k < batches; ++k) {
         if (m != mode::compute_only) r.gpu_copy_seconds += detail::elapsed_seconds(timing[4 * k], timing[4 * k + 1]);
-        if (m != mode::copy_only) r.gpu_compute_seconds += detail::elapsed_seconds(timing[4 * k + 2], timing[4 * k + 3]);
+        if (m != mode::copy_only)
+          r.gpu_compute_seconds += detail::elapsed_seconds(timing[4 * k + 2], timing[4 * k + 3]);
       }
     }
     if (m != mode::copy_only) {

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
 
   thrust::device_vector<float> x(rows * cols);
   thrust::sequence(x.begin(), x.end(), 0.0f, 0.001f);  // 0, 0.001, 0.002, ...
-  float* bias = nullptr;                                 // a raw device pointer
+  float* bias = nullptr;                               // a raw device pointer
   FUSEX_CUDA_CHECK(cudaMalloc(&bias, cols * sizeof(float)));
   FUSEX_CUDA_CHECK(cudaMemset(bias, 0, cols * sizeof(float)));
   thrust::device_vector<float> y(rows * cols);
@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
   auto xv = fusex::make_view(thrust::raw_pointer_cast(x.data()), {rows, cols});
   auto bv = fusex::make_view(bias, {cols});
   auto yv = fusex::make_view(thrust::raw_pointer_cast(y.data()), {rows, cols});
-  fusex::eval(bv, 1.0f, s);                        // fill the raw buffer
-  fusex::eval(yv, xv * 2.0f + bv, s);              // one kernel into thrust's vector
+  fusex::eval(bv, 1.0f, s);            // fill the raw buffer
+  fusex::eval(yv, xv * 2.0f + bv, s);  // one kernel into thrust's vector
   const float total = thrust::reduce(thrust::cuda::par.on(s), y.begin(), y.end(), 0.0f);  // thrust on fusex's result
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));
 

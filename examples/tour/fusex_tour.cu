@@ -47,12 +47,12 @@ struct options {
   bool require_device = false;
   bool force_host = false;
   bool pdl = true;
-  bool tf32 = false;           // float32 GEMMs on TF32 tensor cores (every version)
+  bool tf32 = false;  // float32 GEMMs on TF32 tensor cores (every version)
   std::int64_t batch = 16;
   std::int64_t hidden = 256;
-  std::int64_t layers = 100;   // MLP depth
-  std::int64_t seq = 32;       // transformer sequence length
-  std::int64_t blocks = 50;    // chain length (each block: 7 operations)
+  std::int64_t layers = 100;  // MLP depth
+  std::int64_t seq = 32;      // transformer sequence length
+  std::int64_t blocks = 50;   // chain length (each block: 7 operations)
   int steps = 200;
   int warmup = 10;
   std::vector<std::string> workloads{"chain", "transformer", "mlp"};
@@ -407,11 +407,27 @@ class chain_workload : public workload {
 // One pre-LN transformer block with a single attention head, on [batch * seq, hidden].
 class transformer_workload : public workload {
  public:
-  transformer_workload(bool host, std::int64_t batch, std::int64_t seq, std::int64_t hidden,
-                       fusex::matmul_options mm)
-      : mm_(mm), B_(batch), S_(seq), D_(hidden), F_(4 * hidden), T_(batch * seq), x_(host, T_ * D_), out_(host, T_ * D_),
-        g1_(host, D_), b1_(host, D_), g2_(host, D_), b2_(host, D_), wqkv_(host, 3 * D_ * D_), bqkv_(host, 3 * D_),
-        wo_(host, D_ * D_), bo_(host, D_), w1_(host, F_ * D_), bf1_(host, F_), w2_(host, D_ * F_), bf2_(host, D_) {
+  transformer_workload(bool host, std::int64_t batch, std::int64_t seq, std::int64_t hidden, fusex::matmul_options mm)
+      : mm_(mm),
+        B_(batch),
+        S_(seq),
+        D_(hidden),
+        F_(4 * hidden),
+        T_(batch * seq),
+        x_(host, T_ * D_),
+        out_(host, T_ * D_),
+        g1_(host, D_),
+        b1_(host, D_),
+        g2_(host, D_),
+        b2_(host, D_),
+        wqkv_(host, 3 * D_ * D_),
+        bqkv_(host, 3 * D_),
+        wo_(host, D_ * D_),
+        bo_(host, D_),
+        w1_(host, F_ * D_),
+        bf1_(host, F_),
+        w2_(host, D_ * F_),
+        bf2_(host, D_) {
     lcg r(2);
     x_.fill(r, -1.0f, 1.0f);
     g1_.fill(r, 0.9f, 1.1f);
@@ -446,8 +462,8 @@ class transformer_workload : public workload {
     auto bqkv = v1(bqkv_.data(), 3 * D), bo = v1(bo_.data(), D), bf1 = v1(bf1_.data(), F), bf2 = v1(bf2_.data(), D);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
-    temp h(b, T * D), qkv(b, T * 3 * D), s(b, B * S * S), p(b, B * S * S), a(b, T * D), x1(b, T * D),
-        h2(b, T * D), f(b, T * F);
+    temp h(b, T * D), qkv(b, T * 3 * D), s(b, B * S * S), p(b, B * S * S), a(b, T * D), x1(b, T * D), h2(b, T * D),
+        f(b, T * F);
     auto hv = v2(h.data(), T, D);
     auto qkvv = v2(qkv.data(), T, 3 * D);
     // q, k, v: [B, S, D] views into the QKV rows; k transposed to [B, D, S] for the scores.
@@ -563,12 +579,12 @@ std::unique_ptr<workload> make_workload(const std::string& name, bool host, cons
 
 struct result {
   std::string version;
-  bool measured = true;       // false: not run on this backend
-  double kernels = 0;         // kernels launched per step (host backend: evaluations per step)
-  double host_us = 0;         // host time per step
-  double gpu_us = -1;         // GPU time per step (negative: not measured)
-  double speedup = 0;         // over (1), GPU time (host time on the host backend)
-  double max_diff = 0;        // largest |output - output of (1)|
+  bool measured = true;  // false: not run on this backend
+  double kernels = 0;    // kernels launched per step (host backend: evaluations per step)
+  double host_us = 0;    // host time per step
+  double gpu_us = -1;    // GPU time per step (negative: not measured)
+  double speedup = 0;    // over (1), GPU time (host time on the host backend)
+  double max_diff = 0;   // largest |output - output of (1)|
   bool launch_bound = false;
   bool ok = true;
 };
@@ -631,7 +647,8 @@ workload_result run_device(workload& w, const options& o, cudaStream_t stream) {
     backend b;
     b.stream = stream;
     b.resource = fusex::get_default_resource();
-    FUSEX_CUDA_CHECK(cudaMemsetAsync(w.output().data(), 0xFF, static_cast<std::size_t>(w.output().size()) * sizeof(float), stream));
+    FUSEX_CUDA_CHECK(
+        cudaMemsetAsync(w.output().data(), 0xFF, static_cast<std::size_t>(w.output().size()) * sizeof(float), stream));
     fusex::launch_report rep;
     if (v < 3) {
       for (int i = 0; i < o.warmup; ++i) w.step(b, fused);
@@ -728,8 +745,8 @@ void print_table(const workload_result& wr, bool gpu) {
     std::printf("  %-22s %12s %13s %12s %9s %14s  %s\n", "version", "kernels/step", "host us/step", "GPU us/step",
                 "speedup", "max abs diff", "");
   } else {
-    std::printf("  %-22s %12s %13s %9s %14s  %s\n", "version", "evals/step", "host us/step", "speedup",
-                "max abs diff", "");
+    std::printf("  %-22s %12s %13s %9s %14s  %s\n", "version", "evals/step", "host us/step", "speedup", "max abs diff",
+                "");
   }
   for (const result& r : wr.versions) {
     if (!r.measured) {
@@ -833,13 +850,15 @@ int run(int argc, char** argv) {
     // Without any driver CUDA answers cudaErrorInsufficientDriver, whose text ("driver version is
     // insufficient for CUDA runtime version") reads as "upgrade your driver": say what is likely.
     if (err == cudaErrorInsufficientDriver) {
-      std::printf("No usable CUDA device: no NVIDIA GPU or driver was found (CUDA reports "
-                  "cudaErrorInsufficientDriver: no driver is loaded, or it is older than this CUDA %d.%d "
-                  "runtime needs). fusex needs an NVIDIA GPU to run its kernels.\n",
-                  CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+      std::printf(
+          "No usable CUDA device: no NVIDIA GPU or driver was found (CUDA reports "
+          "cudaErrorInsufficientDriver: no driver is loaded, or it is older than this CUDA %d.%d "
+          "runtime needs). fusex needs an NVIDIA GPU to run its kernels.\n",
+          CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
     } else if (err == cudaErrorNoDevice || err == cudaSuccess) {
-      std::printf("No usable CUDA device: no NVIDIA GPU was found. fusex needs an NVIDIA GPU to run its "
-                  "kernels.\n");
+      std::printf(
+          "No usable CUDA device: no NVIDIA GPU was found. fusex needs an NVIDIA GPU to run its "
+          "kernels.\n");
     } else {
       std::printf("No usable CUDA device (%s: %s): fusex needs an NVIDIA GPU to run its kernels.\n",
                   cudaGetErrorName(err), cudaGetErrorString(err));
@@ -847,8 +866,8 @@ int run(int argc, char** argv) {
     (void)cudaGetLastError();
     if (o.require_device) return exit_no_device;
   } else if (o.device >= count) {
-    std::fprintf(stderr, "fusex-tour: --device %d, but there %s only %d device%s\n", o.device, count == 1 ? "is" : "are",
-                 count, count == 1 ? "" : "s");
+    std::fprintf(stderr, "fusex-tour: --device %d, but there %s only %d device%s\n", o.device,
+                 count == 1 ? "is" : "are", count, count == 1 ? "" : "s");
     return exit_usage;
   }
   const bool gpu = have_gpu && !o.force_host;
@@ -862,9 +881,10 @@ int run(int argc, char** argv) {
     if (!o.set_steps) o.steps = 3;
     if (!o.set_warmup) o.warmup = 1;
     device = "host backend (CPU)";
-    std::printf("Running fusex's host backend on the CPU instead, at a small size: the same expressions, planned\n"
-                "by the same planner, computed by the same operation functors. No GPU timings; versions (3)\n"
-                "and (4) need a GPU.\n");
+    std::printf(
+        "Running fusex's host backend on the CPU instead, at a small size: the same expressions, planned\n"
+        "by the same planner, computed by the same operation functors. No GPU timings; versions (3)\n"
+        "and (4) need a GPU.\n");
   } else {
     FUSEX_CUDA_CHECK(cudaSetDevice(o.device));
     cudaDeviceProp prop{};
@@ -872,8 +892,9 @@ int run(int argc, char** argv) {
     device = prop.name;
     std::printf("device %d: %s, sm_%d%d, %d SMs\n", o.device, prop.name, prop.major, prop.minor,
                 prop.multiProcessorCount);
-    std::printf("%d measured steps per version after %d warm-up steps; PDL %s for the fusex versions; float32 GEMMs %s\n",
-                o.steps, o.warmup, o.pdl ? "on" : "off", o.tf32 ? "on TF32 tensor cores (--tf32)" : "in float32 (no TF32)");
+    std::printf(
+        "%d measured steps per version after %d warm-up steps; PDL %s for the fusex versions; float32 GEMMs %s\n",
+        o.steps, o.warmup, o.pdl ? "on" : "off", o.tf32 ? "on TF32 tensor cores (--tf32)" : "in float32 (no TF32)");
   }
 
   std::vector<workload_result> results;
@@ -889,11 +910,13 @@ int run(int argc, char** argv) {
     FUSEX_CUDA_CHECK(cudaStreamDestroy(stream));
   }
   if (gpu) {
-    std::printf("\nkernels/step: counted by fusex::launch_monitor (graph replays: the graph's kernel nodes).\n"
-                "speedup: over (1), by GPU time per step.\n");
+    std::printf(
+        "\nkernels/step: counted by fusex::launch_monitor (graph replays: the graph's kernel nodes).\n"
+        "speedup: over (1), by GPU time per step.\n");
   } else {
-    std::printf("\nevals/step: fusex evaluations per step (on a GPU, the kernels fusex::launch_monitor counts).\n"
-                "speedup: over (1), by host time per step (the host backend; not a GPU measurement).\n");
+    std::printf(
+        "\nevals/step: fusex evaluations per step (on a GPU, the kernels fusex::launch_monitor counts).\n"
+        "speedup: over (1), by host time per step (the host backend; not a GPU measurement).\n");
   }
   if (!o.json.empty()) {
     if (!write_json(o.json, o, device, gpu, results)) return exit_failure;

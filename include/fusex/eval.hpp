@@ -42,7 +42,8 @@ auto as_destination(const D& d) {
   } else if constexpr (is_tensor<X>::value) {
     return d.view();
   } else {
-    static_assert(is_view<X>::value || is_tensor<X>::value, "fusex::eval: a destination must be a fusex::view or fusex::tensor");
+    static_assert(is_view<X>::value || is_tensor<X>::value,
+                  "fusex::eval: a destination must be a fusex::view or fusex::tensor");
     return view<float>();
   }
 }
@@ -76,7 +77,6 @@ struct prepared_evaluation {
   elementwise_layout layout;
 };
 
-
 template <class... T, class... E>
 auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
   static_assert(sizeof...(T) == sizeof...(E), "fusex::eval: one expression per destination");
@@ -92,16 +92,13 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
       throw shape_error("fusex: cannot evaluate an expression of shape " + es.str() + " into a destination of shape " +
                         dshape.str());
     }
-    auto add_leaf = [&](const leaf_info& li) {
-      pe.ops[k++] = operand_from_leaf(li);
-    };
+    auto add_leaf = [&](const leaf_info& li) { pe.ops[k++] = operand_from_leaf(li); };
     e.visit_leaves(add_leaf);
   };
   (add_expr(exprs), ...);
   plan_elementwise(pe.ops.data(), n_out, k, vector_width_of<std::tuple<view<T>...>, E...>::value, pe.layout);
   return pe;
 }
-
 
 template <class Index, class PE, class... T, class... E, std::size_t... I>
 auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, const E&... exprs) {
@@ -148,8 +145,8 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
   }
   std::int64_t blocks = blocks_of(block);
   const int waves = elementwise_tuning_state().waves;
-  const std::int64_t cap = waves > 0 ? std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / block) * waves
-                                     : std::int64_t{0x7fffffff};
+  const std::int64_t cap =
+      waves > 0 ? std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / block) * waves : std::int64_t{0x7fffffff};
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
   launch_kernel("elementwise_kernel", &elementwise_kernel<Index, V, std::decay_t<decltype(as)>>,
@@ -216,20 +213,20 @@ void eval_device(const std::tuple<view<T>...>& dsts, cudaStream_t stream, const 
     eval_device_reduce(dsts, stream, exprs...);
     return;
   } else {
-  const auto pe = prepare(dsts, exprs...);
-  if (pe.layout.numel == 0) return;
-  constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
-  if (pe.layout.index64) {
-    // 2^31 elements or more: 32-bit pieces (no 64-bit kernel is instantiated).
-    auto piece = pe;
-    for (const index32_piece& p : split_index32(pe.layout, pe.ops.data(), static_cast<int>(pe.ops.size()))) {
-      piece.layout = p.layout;
-      for (std::size_t i = 0; i < piece.ops.size(); ++i) piece.ops[i].data = p.data[i];
-      launch_elementwise<std::uint32_t, V>(piece, dsts, stream, exprs...);
+    const auto pe = prepare(dsts, exprs...);
+    if (pe.layout.numel == 0) return;
+    constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
+    if (pe.layout.index64) {
+      // 2^31 elements or more: 32-bit pieces (no 64-bit kernel is instantiated).
+      auto piece = pe;
+      for (const index32_piece& p : split_index32(pe.layout, pe.ops.data(), static_cast<int>(pe.ops.size()))) {
+        piece.layout = p.layout;
+        for (std::size_t i = 0; i < piece.ops.size(); ++i) piece.ops[i].data = p.data[i];
+        launch_elementwise<std::uint32_t, V>(piece, dsts, stream, exprs...);
+      }
+    } else {
+      launch_elementwise<std::uint32_t, V>(pe, dsts, stream, exprs...);
     }
-  } else {
-    launch_elementwise<std::uint32_t, V>(pe, dsts, stream, exprs...);
-  }
   }
 #else
   static_assert(sizeof...(T) == 0 && sizeof...(T) != 0,
@@ -249,16 +246,17 @@ void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
     std::apply([&](const auto&... me) { eval_host(dsts, me...); }, m);
     return;
   } else {
-  const auto pe = prepare(dsts, exprs...);
-  if (pe.layout.numel == 0) return;
-  elementwise_layout L = pe.layout;
-  L.vector_width = 1;  // the planner may have vectorised; the host loop goes element by element
-  L.work = L.numel;
-  L.tail_start = L.numel;
-  const auto params = make_elementwise_params<std::uint64_t>(L);
-  const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
-  using seq = std::make_index_sequence<sizeof...(T)>;
-  for (std::uint64_t w = 0; w < params.work; ++w) process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
+    const auto pe = prepare(dsts, exprs...);
+    if (pe.layout.numel == 0) return;
+    elementwise_layout L = pe.layout;
+    L.vector_width = 1;  // the planner may have vectorised; the host loop goes element by element
+    L.work = L.numel;
+    L.tail_start = L.numel;
+    const auto params = make_elementwise_params<std::uint64_t>(L);
+    const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
+    using seq = std::make_index_sequence<sizeof...(T)>;
+    for (std::uint64_t w = 0; w < params.work; ++w)
+      process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
   }
 }
 
@@ -275,7 +273,8 @@ void describe_node(const leaf_node<T>&, std::string& out, int depth, const opera
   out += '\n';
 }
 template <class T>
-void describe_node(const scalar_node<T>& n, std::string& out, int depth, const operand_layout*&, const elementwise_layout&) {
+void describe_node(const scalar_node<T>& n, std::string& out, int depth, const operand_layout*&,
+                   const elementwise_layout&) {
   indent(out, depth);
   out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + '\n';
 }
@@ -290,7 +289,8 @@ void describe_node(const reduce_node<Op, C>& n, std::string& out, int depth, con
       out += (first ? "" : ", ") + std::to_string(d);
       first = false;
     }
-  out += std::string("]") + (n.keep ? " keepdim" : "") + " -> " + dtype_name<typename reduce_node<Op, C>::value_type>() + '\n';
+  out += std::string("]") + (n.keep ? " keepdim" : "") + " -> " +
+         dtype_name<typename reduce_node<Op, C>::value_type>() + '\n';
   describe_node(n.child, out, depth + 1, leaf, L);
 }
 template <class Op, class... A, std::size_t... I>
@@ -324,10 +324,11 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
     if (R.ok) {
       const std::string pieces = R.index64 ? std::to_string((R.rows + R.rows_per_piece - 1) / R.rows_per_piece) : "1";
       out += "fusex plan: " + (R.index64 ? pieces + " launches of 1 kernel" : std::string("1 kernel")) +
-             " (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " +
-             std::to_string(R.cols) + " columns, " + std::to_string(R.tpr) + (R.tpr == 1 ? " thread per row, " : " threads per row, ") +
+             " (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " + std::to_string(R.cols) +
+             " columns, " + std::to_string(R.tpr) + (R.tpr == 1 ? " thread per row, " : " threads per row, ") +
              std::to_string(reduction_depth<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value) +
-             " pass(es) over each row (" + std::to_string(reds.size()) + " reduction(s); those of one nesting level share a pass) then the " +
+             " pass(es) over each row (" + std::to_string(reds.size()) +
+             " reduction(s); those of one nesting level share a pass) then the " +
              (R.full_dest ? "epilogue over the row" : "one value per row") + ", " +
              (R.vector_width > 1 ? "vector width " + std::to_string(R.vector_width) : std::string("scalar accesses")) +
              (R.cached ? ", row kept in registers (read once; " + std::to_string(R.cached_leaves) + " of " +
@@ -335,8 +336,9 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
                              (R.prefetched_leaves > 0
                                   ? ", " + std::to_string(R.prefetched_leaves) + " prefetched into L1 at the load"
                                   : std::string()) +
-                             (row_static_path(R, ro.ops.data(), static_cast<int>(ro.ops.size()),
-                                              predicted_cache_modes<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value)
+                             (row_static_path(
+                                  R, ro.ops.data(), static_cast<int>(ro.ops.size()),
+                                  predicted_cache_modes<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value)
                                   ? "; static path: roles and strides known at compile time"
                                   : "; roles tested at run time") +
                              ")"
@@ -358,8 +360,10 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
   out += "fusex plan: " + std::to_string(reds.size()) +
          " reduction(s) computed first by the generic reduction kernel (plus a finishing kernel when a "
          "reduction is split across blocks) into temporaries from the default resource, then 1 elementwise "
-         "kernel (rule 2: " + why + ")\n";
-  for (const auto& r : reds) out += "  " + std::string(r.name) + " of an operand of shape " + r.child_shape.str() + "\n";
+         "kernel (rule 2: " +
+         why + ")\n";
+  for (const auto& r : reds)
+    out += "  " + std::string(r.name) + " of an operand of shape " + r.child_shape.str() + "\n";
   return out;
 }
 

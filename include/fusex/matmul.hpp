@@ -72,7 +72,8 @@ auto linear(const X& x, const W& w, matmul_options options = {}) {
 
 /// PyTorch's linear layer: x w^T + bias, with bias [N] broadcast along the rows. Under
 /// fusex::eval the bias (and whatever is applied around it) is the GEMM's epilogue.
-template <class X, class W, class Bias, std::enable_if_t<is_operand_v<X> && is_operand_v<W> && is_operand_v<Bias>, int> = 0>
+template <class X, class W, class Bias,
+          std::enable_if_t<is_operand_v<X> && is_operand_v<W> && is_operand_v<Bias>, int> = 0>
 auto linear(const X& x, const W& w, const Bias& bias, matmul_options options = {}) {
   auto mm = linear(x, w, options);
   const auto be = as_expr(bias);

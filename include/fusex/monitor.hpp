@@ -221,8 +221,11 @@ class cuda_event_timer {
  public:
   explicit cuda_event_timer(cudaStream_t stream) noexcept : stream_(stream) {}
   cuda_event_timer(cuda_event_timer&& o) noexcept
-      : stream_(o.stream_), device_(o.device_), start_(std::exchange(o.start_, nullptr)),
-        stop_(std::exchange(o.stop_, nullptr)), timed_(o.timed_) {}
+      : stream_(o.stream_),
+        device_(o.device_),
+        start_(std::exchange(o.start_, nullptr)),
+        stop_(std::exchange(o.stop_, nullptr)),
+        timed_(o.timed_) {}
   cuda_event_timer& operator=(cuda_event_timer&&) = delete;
   ~cuda_event_timer() { release(); }
 

@@ -14,29 +14,29 @@ void fxt_case() {
   (void)i;
 #if FXT_CASE == 0  // control: valid code
   fusex::host::eval(y, (i & i) + (i << 1) + fusex::map([](float v) { return v; }, x));
-#elif FXT_CASE == 1  // bitwise op on floating operands
+#elif FXT_CASE == 1   // bitwise op on floating operands
   auto e = x & y;
   (void)e;
-#elif FXT_CASE == 2  // shift of floating operands
+#elif FXT_CASE == 2   // shift of floating operands
   auto e = x << 1;
   (void)e;
-#elif FXT_CASE == 3  // ~ of a floating operand
+#elif FXT_CASE == 3   // ~ of a floating operand
   auto e = ~x;
   (void)e;
-#elif FXT_CASE == 4  // a const destination
+#elif FXT_CASE == 4   // a const destination
   fusex::host::eval(fusex::view<const float>(), x + 1);
-#elif FXT_CASE == 5  // an element type fusex does not support
+#elif FXT_CASE == 5   // an element type fusex does not support
   fusex::view<short> s;
   (void)s;
-#elif FXT_CASE == 6  // cast to an unsupported type
+#elif FXT_CASE == 6   // cast to an unsupported type
   auto e = fusex::cast<unsigned>(x);
   (void)e;
-#elif FXT_CASE == 7  // a map functor returning an unsupported type
+#elif FXT_CASE == 7   // a map functor returning an unsupported type
   auto e = fusex::map([](float v) { return static_cast<unsigned>(v); }, x);
   (void)e;
-#elif FXT_CASE == 8  // tie with fewer expressions than destinations
+#elif FXT_CASE == 8   // tie with fewer expressions than destinations
   fusex::host::eval(fusex::tie(x, y), x + 1);
-#elif FXT_CASE == 9  // the device evaluation in a translation unit not compiled by nvcc
+#elif FXT_CASE == 9   // the device evaluation in a translation unit not compiled by nvcc
   fusex::eval(y, x + 1, cudaStream_t{});
 #elif FXT_CASE == 10  // max with a C++ number: a reduction over axis -1 was probably meant
   auto e = fusex::max(x, -1);

@@ -22,7 +22,6 @@ using fusex::half;
 using fusex::shape_t;
 using fusex::strides_t;
 
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
@@ -82,8 +81,9 @@ TEST_CASE("dims: shapes written in any integer type, mixed included, without nar
   CHECK(shape_t{rows}[0] == 3);
   CHECK(strides_t{std::int64_t{-1}, 2}[0] == -1);  // strides may be negative
   CHECK_THROWS_AS(shape_t{std::size_t(-1)}, fusex::shape_error);
-  CHECK(thrown_message<fusex::shape_error>([&] { (void)shape_t{rows, std::uint64_t{1} << 63}; })
-            .find("does not fit in int64") != std::string::npos);
+  CHECK(thrown_message<fusex::shape_error>([&] {
+          (void)shape_t{rows, std::uint64_t{1} << 63};
+        }).find("does not fit in int64") != std::string::npos);
   static_assert(!std::is_constructible_v<shape_t, bool, bool>, "bool is not an extent");
 }
 
@@ -159,8 +159,9 @@ TEST_CASE("broadcast_shapes names both shapes when they do not broadcast", "[cor
   CHECK(contains(m, "[5]"));
   CHECK(contains(m, "4 vs 5"));
 
-  const std::string m2 =
-      thrown_message<fusex::shape_error>([] { fusex::broadcast_shapes(shape_t{2, 3}, shape_t{4, 3}, "add"); });
+  const std::string m2 = thrown_message<fusex::shape_error>([] {
+    fusex::broadcast_shapes(shape_t{2, 3}, shape_t{4, 3}, "add");
+  });
   INFO(m2);
   CHECK(contains(m2, "[2, 3]"));
   CHECK(contains(m2, "[4, 3]"));

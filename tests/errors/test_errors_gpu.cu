@@ -78,8 +78,8 @@ TEST_CASE("gpu errors: a materialised reduction does not launch before a shape o
   }
   SECTION("a destination of another shape") {
     const auto wrong = fusex::make_view(small.data(), {cols / 2});
-    check_throws_before_launch<fusex::shape_error>(sg.s, [&](cudaStream_t s) { fusex::eval(wrong, xv - col, s); },
-                                                   "[48]");
+    check_throws_before_launch<fusex::shape_error>(
+        sg.s, [&](cudaStream_t s) { fusex::eval(wrong, xv - col, s); }, "[48]");
   }
   SECTION("tie() destinations of two shapes") {
     const auto other = fusex::make_view(z.data(), {rows / 2, cols});
@@ -91,12 +91,12 @@ TEST_CASE("gpu errors: a materialised reduction does not launch before a shape o
     const auto shifted = fusex::make_view(x.data() + 1, {rows - 1, cols});
     const auto xs = fusex::make_view(x.data(), {rows - 1, cols});
     const auto cs = fusex::sum(xs, 0, fusex::keepdim);
-    check_throws_before_launch<fusex::invalid_argument>(sg.s, [&](cudaStream_t s) { fusex::eval(shifted, xs - cs, s); },
-                                                        "overlaps");
+    check_throws_before_launch<fusex::invalid_argument>(
+        sg.s, [&](cudaStream_t s) { fusex::eval(shifted, xs - cs, s); }, "overlaps");
     CHECK(x.download() == hx);  // nothing was written
   }
   SECTION("an axis out of range") {
-    check_throws_before_launch<fusex::error>(sg.s, [&](cudaStream_t s) { fusex::eval(yv, xv - fusex::sum(xv, 2), s); },
-                                             "axis");
+    check_throws_before_launch<fusex::error>(
+        sg.s, [&](cudaStream_t s) { fusex::eval(yv, xv - fusex::sum(xv, 2), s); }, "axis");
   }
 }

@@ -189,7 +189,8 @@ TEST_CASE("errors: more than 64 operands in one evaluation names the limit", "[e
   fusex::host::eval(vy, add_leaves<62>(va * 1.0f, va));
   CHECK(y[5] == 63.0f);
   // 65 leaves and the destination are not.
-  const std::string m = thrown_message<fusex::invalid_argument>([&] { fusex::host::eval(vy, add_leaves<64>(va * 1.0f, va)); });
+  const std::string m =
+      thrown_message<fusex::invalid_argument>([&] { fusex::host::eval(vy, add_leaves<64>(va * 1.0f, va)); });
   INFO(m);
   CHECK(has(m, "more than 64 operands in one evaluation (66:"));
 }
@@ -234,7 +235,8 @@ TEST_CASE("errors: buffer and resource misuse name the size or the call", "[erro
   plain_resource pr;
   const fusex::device_resource_ref ref(pr);
   const std::size_t too_many = std::numeric_limits<std::size_t>::max() / 4;
-  const std::string m1 = thrown_message<fusex::invalid_argument>([&] { fusex::buffer<double> b(too_many, some_stream(), ref); });
+  const std::string m1 =
+      thrown_message<fusex::invalid_argument>([&] { fusex::buffer<double> b(too_many, some_stream(), ref); });
   INFO(m1);
   CHECK(has(m1, "buffer of " + std::to_string(too_many) + " elements of 8 bytes overflows"));
   const std::string m2 = thrown_message<fusex::invalid_argument>([&] { ref.record_stream(nullptr, some_stream()); });
@@ -248,11 +250,13 @@ TEST_CASE("errors: buffer and resource misuse name the size or the call", "[erro
   CHECK(has(m4, "deallocation of 16 bytes through an empty resource reference"));
   // cudaMallocAsync / cudaMalloc wrappers: the alignment is checked before any CUDA call.
   fusex::cuda_async_resource ar;
-  const std::string m5 = thrown_message<fusex::invalid_argument>([&] { (void)ar.allocate_async(64, 3, some_stream()); });
+  const std::string m5 =
+      thrown_message<fusex::invalid_argument>([&] { (void)ar.allocate_async(64, 3, some_stream()); });
   INFO(m5);
   CHECK(has(m5, "cuda_async_resource: alignment 3"));
   fusex::cuda_malloc_resource mr;
-  const std::string m6 = thrown_message<fusex::invalid_argument>([&] { (void)mr.allocate_async(64, 512, some_stream()); });
+  const std::string m6 =
+      thrown_message<fusex::invalid_argument>([&] { (void)mr.allocate_async(64, 512, some_stream()); });
   CHECK(has(m6, "cuda_malloc_resource: alignment 512"));
 }
 

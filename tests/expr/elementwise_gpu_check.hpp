@@ -47,8 +47,11 @@ host_vector<expr_result_t<MakeExpr, Ts...>> evaluate_on_device(MakeExpr make_exp
   y.poison();
   stream_guard sg;
   fusex_test::run(sg.s, [&](cudaStream_t s) {
-    std::apply([&](const auto&... d) { fusex::eval(fusex::make_view(y.data(), {static_cast<std::int64_t>(n)}), make_expr(d.view()...), s); },
-               dev);
+    std::apply(
+        [&](const auto&... d) {
+          fusex::eval(fusex::make_view(y.data(), {static_cast<std::int64_t>(n)}), make_expr(d.view()...), s);
+        },
+        dev);
   });
   return y.download();
 }
@@ -118,7 +121,8 @@ void check_exact(const char* name, MakeExpr make_expr, Ref ref, const host_vecto
     if (bad++ == 0) {
       std::string args;
       for (long long a : {to_ll(in[i])...}) args += (args.empty() ? "" : ", ") + std::to_string(a);
-      first = "element " + std::to_string(i) + " (" + args + "): got " + std::to_string(g) + ", expected " + std::to_string(want);
+      first = "element " + std::to_string(i) + " (" + args + "): got " + std::to_string(g) + ", expected " +
+              std::to_string(want);
     }
   }
   INFO(bad << " mismatches; first: " << first);
@@ -185,8 +189,9 @@ std::vector<long long> integer_edges() {
 /// Every pair of `xs` x `ys` (first operand, second operand), then `random` pairs of full-range
 /// random values: the inputs of a binary integer check.
 template <class T>
-std::pair<host_vector<T>, host_vector<T>> pairs_then_random(const std::vector<long long>& xs, const std::vector<long long>& ys,
-                                                           std::size_t random, unsigned seed) {
+std::pair<host_vector<T>, host_vector<T>> pairs_then_random(const std::vector<long long>& xs,
+                                                            const std::vector<long long>& ys, std::size_t random,
+                                                            unsigned seed) {
   host_vector<T> a, b;
   for (long long x : xs)
     for (long long y : ys) {

@@ -31,8 +31,8 @@ using i32 = std::int32_t;
 using i64 = std::int64_t;
 
 template <class T>
-inline constexpr bool is_fp = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> ||
-                              std::is_same_v<T, bfloat16>;
+inline constexpr bool is_fp =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 /// The reference type of T: double for floating types, int64 for integers and bool.
 template <class T>
@@ -383,12 +383,12 @@ host_array<T> sparse_array(std::size_t n) {
 
 // --- exceptions ------------------------------------------------------------------------------------
 
-
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace fxt
 
 /// Every element type fusex supports.
-#define FXT_ALL_DTYPES float, double, fusex::half, fusex::bfloat16, std::int8_t, std::uint8_t, std::int32_t, std::int64_t, bool
+#define FXT_ALL_DTYPES \
+  float, double, fusex::half, fusex::bfloat16, std::int8_t, std::uint8_t, std::int32_t, std::int64_t, bool
 #define FXT_FLOAT_DTYPES float, double, fusex::half, fusex::bfloat16
 #define FXT_INT_DTYPES std::int8_t, std::uint8_t, std::int32_t, std::int64_t

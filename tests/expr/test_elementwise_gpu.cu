@@ -18,7 +18,6 @@ using fusex::bfloat16;
 using fusex::half;
 using namespace fusex_test;
 
-
 namespace {
 struct scale_shift {
   float scale;
@@ -51,94 +50,100 @@ void check_layout(const char* what, std::int64_t rows, std::int64_t cols, Launch
 TEST_CASE("gpu: layouts: odd sizes, empty, misaligned, strided, transposed, broadcast", "[gpu][elementwise]") {
   for (std::int64_t cols : {1, 3, 4, 5, 127, 1024, 4099}) {
     for (std::int64_t rows : {1, 7, 64}) {
-      check_layout("relu(x + bias)", rows, cols,
-                   [&](float* x, float* b, float* y, cudaStream_t s) {
-                     fusex::eval(fusex::make_view(y, {rows, cols}),
-                                 fusex::relu(fusex::make_view(x, {rows, cols}) + fusex::make_view(b, {cols})), s);
-                   },
-                   [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
-                     for (std::int64_t r = 0; r < rows; ++r)
-                       for (std::int64_t c = 0; c < cols; ++c) {
-                         const double v = double(hx[r * cols + c]) + hb[c];
-                         expect.push_back(v > 0 ? v : 0);
-                         got.push_back(hy[r * cols + c]);
-                       }
-                     CHECK(std::isnan(hy[rows * cols]));  // nothing written past the end
-                   });
+      check_layout(
+          "relu(x + bias)", rows, cols,
+          [&](float* x, float* b, float* y, cudaStream_t s) {
+            fusex::eval(fusex::make_view(y, {rows, cols}),
+                        fusex::relu(fusex::make_view(x, {rows, cols}) + fusex::make_view(b, {cols})), s);
+          },
+          [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
+            for (std::int64_t r = 0; r < rows; ++r)
+              for (std::int64_t c = 0; c < cols; ++c) {
+                const double v = double(hx[r * cols + c]) + hb[c];
+                expect.push_back(v > 0 ? v : 0);
+                got.push_back(hy[r * cols + c]);
+              }
+            CHECK(std::isnan(hy[rows * cols]));  // nothing written past the end
+          });
       // Misaligned by one element: the scalar path.
-      check_layout("misaligned x + bias", rows, cols,
-                   [&](float* x, float* b, float* y, cudaStream_t s) {
-                     fusex::eval(fusex::make_view(y + 1, {rows, cols}),
-                                 fusex::make_view(x + 1, {rows, cols}) * 2.0f + fusex::make_view(b + 3, {cols}), s);
-                   },
-                   [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
-                     for (std::int64_t i = 0; i < rows * cols; ++i) {
-                       expect.push_back(2.0 * hx[i + 1] + hb[i % cols + 3]);
-                       got.push_back(hy[i + 1]);
-                     }
-                     CHECK(std::isnan(hy[0]));
-                   });
+      check_layout(
+          "misaligned x + bias", rows, cols,
+          [&](float* x, float* b, float* y, cudaStream_t s) {
+            fusex::eval(fusex::make_view(y + 1, {rows, cols}),
+                        fusex::make_view(x + 1, {rows, cols}) * 2.0f + fusex::make_view(b + 3, {cols}), s);
+          },
+          [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
+            for (std::int64_t i = 0; i < rows * cols; ++i) {
+              expect.push_back(2.0 * hx[i + 1] + hb[i % cols + 3]);
+              got.push_back(hy[i + 1]);
+            }
+            CHECK(std::isnan(hy[0]));
+          });
     }
   }
-  check_layout("transposed destination, [M,1] + [1,N] broadcast", 33, 65,
-               [&](float* x, float* b, float* y, cudaStream_t s) {
-                 auto col = fusex::make_view(x, {33, 1});
-                 auto row = fusex::make_view(b, {1, 65});
-                 auto yt = fusex::make_view(y, {65, 33}).transpose(0, 1);  // [33, 65] with strides [1, 33]
-                 fusex::eval(yt, col * row, s);
-               },
-               [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
-                 for (int r = 0; r < 33; ++r)
-                   for (int c = 0; c < 65; ++c) {
-                     expect.push_back(double(hx[r]) * hb[c]);
-                     got.push_back(hy[c * 33 + r]);
-                   }
-               });
-  check_layout("strided (step 2) input and sliced destination", 16, 100,
-               [&](float* x, float* b, float* y, cudaStream_t s) {
-                 auto xs = fusex::make_view(x, {16, 100}).slice(1, 0, 100, 2);  // [16, 50]
-                 auto ys = fusex::make_view(y, {16, 100}).slice(1, 50, 100);     // [16, 50]
-                 fusex::eval(ys, fusex::sin(xs) - fusex::make_view(b, {50}), s);
-               },
-               [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
-                 for (int r = 0; r < 16; ++r)
-                   for (int c = 0; c < 50; ++c) {
-                     expect.push_back(std::sin(double(hx[r * 100 + 2 * c])) - hb[c]);
-                     got.push_back(hy[r * 100 + 50 + c]);
-                   }
-                 for (int r = 0; r < 16; ++r) CHECK(std::isnan(hy[r * 100]));  // left half untouched
-               });
-  check_layout("rank 6 with broadcasting", 1, 2 * 3 * 4 * 5 * 6 * 7,
-               [&](float* x, float* b, float* y, cudaStream_t s) {
-                 auto xv = fusex::make_view(x, {2, 3, 4, 5, 6, 7});
-                 auto bv = fusex::make_view(b, {3, 1, 5, 1, 7});
-                 fusex::eval(fusex::make_view(y, {2, 3, 4, 5, 6, 7}), xv * bv, s);
-               },
-               [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
-                 std::size_t i = 0;
-                 for (int a = 0; a < 2; ++a)
-                   for (int b = 0; b < 3; ++b)
-                     for (int c = 0; c < 4; ++c)
-                       for (int d = 0; d < 5; ++d)
-                         for (int e = 0; e < 6; ++e)
-                           for (int f = 0; f < 7; ++f, ++i) {
-                             expect.push_back(double(hx[i]) * hb[(b * 5 + d) * 7 + f]);
-                             got.push_back(hy[i]);
-                           }
-               });
-  check_layout("a chain of ten mixed ops", 64, 1000,
-               [&](float* x, float*, float* y, cudaStream_t s) {
-                 auto xv = fusex::make_view(x, {64, 1000});
-                 auto e = fusex::relu(fusex::tanh(fusex::exp(fusex::sin(xv * 1.5f + 0.25f) - 0.5f) * 0.3f) - 0.1f) * 2.0f;
-                 fusex::eval(fusex::make_view(y, {64, 1000}), e, s);
-               },
-               [&](const auto& hx, const auto&, const auto& hy, auto& expect, auto& got) {
-                 for (int i = 0; i < 64000; ++i) {
-                   const double v = std::tanh(std::exp(std::sin(hx[i] * 1.5 + 0.25) - 0.5) * 0.3) - 0.1;
-                   expect.push_back((v > 0 ? v : 0) * 2);
-                   got.push_back(hy[i]);
-                 }
-               });
+  check_layout(
+      "transposed destination, [M,1] + [1,N] broadcast", 33, 65,
+      [&](float* x, float* b, float* y, cudaStream_t s) {
+        auto col = fusex::make_view(x, {33, 1});
+        auto row = fusex::make_view(b, {1, 65});
+        auto yt = fusex::make_view(y, {65, 33}).transpose(0, 1);  // [33, 65] with strides [1, 33]
+        fusex::eval(yt, col * row, s);
+      },
+      [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
+        for (int r = 0; r < 33; ++r)
+          for (int c = 0; c < 65; ++c) {
+            expect.push_back(double(hx[r]) * hb[c]);
+            got.push_back(hy[c * 33 + r]);
+          }
+      });
+  check_layout(
+      "strided (step 2) input and sliced destination", 16, 100,
+      [&](float* x, float* b, float* y, cudaStream_t s) {
+        auto xs = fusex::make_view(x, {16, 100}).slice(1, 0, 100, 2);  // [16, 50]
+        auto ys = fusex::make_view(y, {16, 100}).slice(1, 50, 100);    // [16, 50]
+        fusex::eval(ys, fusex::sin(xs) - fusex::make_view(b, {50}), s);
+      },
+      [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
+        for (int r = 0; r < 16; ++r)
+          for (int c = 0; c < 50; ++c) {
+            expect.push_back(std::sin(double(hx[r * 100 + 2 * c])) - hb[c]);
+            got.push_back(hy[r * 100 + 50 + c]);
+          }
+        for (int r = 0; r < 16; ++r) CHECK(std::isnan(hy[r * 100]));  // left half untouched
+      });
+  check_layout(
+      "rank 6 with broadcasting", 1, 2 * 3 * 4 * 5 * 6 * 7,
+      [&](float* x, float* b, float* y, cudaStream_t s) {
+        auto xv = fusex::make_view(x, {2, 3, 4, 5, 6, 7});
+        auto bv = fusex::make_view(b, {3, 1, 5, 1, 7});
+        fusex::eval(fusex::make_view(y, {2, 3, 4, 5, 6, 7}), xv * bv, s);
+      },
+      [&](const auto& hx, const auto& hb, const auto& hy, auto& expect, auto& got) {
+        std::size_t i = 0;
+        for (int a = 0; a < 2; ++a)
+          for (int b = 0; b < 3; ++b)
+            for (int c = 0; c < 4; ++c)
+              for (int d = 0; d < 5; ++d)
+                for (int e = 0; e < 6; ++e)
+                  for (int f = 0; f < 7; ++f, ++i) {
+                    expect.push_back(double(hx[i]) * hb[(b * 5 + d) * 7 + f]);
+                    got.push_back(hy[i]);
+                  }
+      });
+  check_layout(
+      "a chain of ten mixed ops", 64, 1000,
+      [&](float* x, float*, float* y, cudaStream_t s) {
+        auto xv = fusex::make_view(x, {64, 1000});
+        auto e = fusex::relu(fusex::tanh(fusex::exp(fusex::sin(xv * 1.5f + 0.25f) - 0.5f) * 0.3f) - 0.1f) * 2.0f;
+        fusex::eval(fusex::make_view(y, {64, 1000}), e, s);
+      },
+      [&](const auto& hx, const auto&, const auto& hy, auto& expect, auto& got) {
+        for (int i = 0; i < 64000; ++i) {
+          const double v = std::tanh(std::exp(std::sin(hx[i] * 1.5 + 0.25) - 0.5) * 0.3) - 0.1;
+          expect.push_back((v > 0 ? v : 0) * 2);
+          got.push_back(hy[i]);
+        }
+      });
 }
 
 TEST_CASE("gpu: user functors and lambdas through map", "[gpu][elementwise]") {
@@ -195,7 +200,8 @@ TEST_CASE("gpu: multi-output evaluation computes every destination in one kernel
   h.poison();
   stream_guard sg;
   auto xv = fusex::make_view(x.data(), {n});
-  auto out = fusex::tie(fusex::make_view(y.data(), {n}), fusex::make_view(m.data(), {n}), fusex::make_view(h.data(), {n}));
+  auto out =
+      fusex::tie(fusex::make_view(y.data(), {n}), fusex::make_view(m.data(), {n}), fusex::make_view(h.data(), {n}));
   // One kernel: counted in a raw capture of its own (discarded), in both runs.
   cudaGraph_t g;
   FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
@@ -225,7 +231,8 @@ TEST_CASE("gpu: any elementwise expression is one kernel node, however deep", "[
   auto bv = fusex::make_view(b.data(), {cols});
   auto e1 = fusex::gelu(xv * bv + bv) - fusex::sigmoid(xv);
   auto e2 = fusex::where(e1 > 0, fusex::exp(e1), fusex::log1p(fusex::abs(e1))) * fusex::tanh(e1 + xv);
-  auto e3 = fusex::clamp(e2 * e2 + fusex::sqrt(fusex::abs(e2)), -3.0f, 3.0f) / (1.0f + fusex::cast<fusex::bfloat16>(e1));
+  auto e3 =
+      fusex::clamp(e2 * e2 + fusex::sqrt(fusex::abs(e2)), -3.0f, 3.0f) / (1.0f + fusex::cast<fusex::bfloat16>(e1));
   // Counts nodes in a raw capture and checks no values: the same in both runs.
   cudaGraph_t g;
   FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
@@ -246,9 +253,13 @@ TEST_CASE("gpu: bad input throws before launching and leaves the destination unt
   // guard discards before rethrowing.
   auto submit = [&](auto&& eval_it) { fusex_test::run(sg.s, [&](cudaStream_t s) { eval_it(s); }); };
   CHECK_THROWS_AS(submit([&](cudaStream_t s) { fusex::eval(y34, x34 + x5, s); }), fusex::shape_error);
-  CHECK_THROWS_AS(submit([&](cudaStream_t s) { fusex::eval(fusex::make_view(y.data(), {4, 3}), x34 * 2.0f, s); }),
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) {
+                    fusex::eval(fusex::make_view(y.data(), {4, 3}), x34 * 2.0f, s);
+                  }),
                   fusex::shape_error);
-  CHECK_THROWS_AS(submit([&](cudaStream_t s) { fusex::eval(fusex::make_view(x.data() + 1, {3, 4}), x34 + 1.0f, s); }),
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) {
+                    fusex::eval(fusex::make_view(x.data() + 1, {3, 4}), x34 + 1.0f, s);
+                  }),
                   fusex::invalid_argument);
   bool threw = false;
   try {
@@ -279,7 +290,8 @@ TEST_CASE("gpu: tensors allocate from the default resource and assign expression
     b.assign(fusex::sqrt(a) * 2.0f, s);
   });
   std::vector<fusex::bfloat16> hb(256 * 33);
-  FUSEX_CUDA_CHECK(cudaMemcpyAsync(hb.data(), b.data(), hb.size() * sizeof(fusex::bfloat16), cudaMemcpyDeviceToHost, sg.s));
+  FUSEX_CUDA_CHECK(
+      cudaMemcpyAsync(hb.data(), b.data(), hb.size() * sizeof(fusex::bfloat16), cudaMemcpyDeviceToHost, sg.s));
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
   const float expect = fusex::convert<float>(fusex::convert<fusex::bfloat16>(std::sqrt(1.5f) * 2.0f));
   for (auto v : hb) REQUIRE(fusex::convert<float>(v) == expect);
@@ -311,7 +323,8 @@ TEST_CASE("gpu: programmatic dependent launch on and off give identical bits", "
 
 namespace {
 __global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     p[i] = static_cast<std::uint8_t>(i % 251 + 1);
 }
 }  // namespace

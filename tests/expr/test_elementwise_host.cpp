@@ -60,8 +60,8 @@ bool all_poisoned(const host_array<T>& a) {
 
 // --- broadcasting ----------------------------------------------------------------------------------
 
-TEMPLATE_TEST_CASE("broadcasting: NumPy rules for operands of different shapes", "[eval][broadcast]", float, fusex::half,
-                   std::int32_t) {
+TEMPLATE_TEST_CASE("broadcasting: NumPy rules for operands of different shapes", "[eval][broadcast]", float,
+                   fusex::half, std::int32_t) {
   using T = TestType;
   const auto a = random_default<T>(M * NN), b = random_default<T>(NN), c = random_default<T>(M),
              d = random_default<T>(NN), s = random_default<T>(1), a3 = random_default<T>(2 * M * NN);
@@ -132,7 +132,7 @@ TEST_CASE("non-contiguous views as inputs", "[eval][views]") {
                [&](std::size_t i) { return v(big, (2 + i / NN) * W + NN + i % NN) - v(b, i % NN); });
   }
   SECTION("permuted rank 4") {
-    const auto p = small_values<float>(2 * 3 * 4 * 5);  // stored [2, 3, 4, 5]
+    const auto p = small_values<float>(2 * 3 * 4 * 5);           // stored [2, 3, 4, 5]
     const auto P = p.cview({2, 3, 4, 5}).permute({3, 1, 0, 2});  // [5, 3, 2, 4]
     const auto q = small_values<float>(5 * 3 * 2 * 4);
     check_expr("permute * 2 + [5, 3, 2, 4]", P * 2 + q.cview({5, 3, 2, 4}), {5, 3, 2, 4}, [&](std::size_t i) {
@@ -151,7 +151,8 @@ TEST_CASE("non-contiguous views as inputs", "[eval][views]") {
                [&](std::size_t i) { return v(buf, (i / NN) * 3 * NN + 3 * (i % NN)) - v(a, i); });
   }
   SECTION("broadcast_to, expand_dims, squeeze, reshape") {
-    check_expr("broadcast_to", B.broadcast_to({M, NN}) + A, {M, NN}, [&](std::size_t i) { return v(b, i % NN) + v(a, i); });
+    check_expr("broadcast_to", B.broadcast_to({M, NN}) + A, {M, NN},
+               [&](std::size_t i) { return v(b, i % NN) + v(a, i); });
     const auto c = small_values<float>(M);
     check_expr("expand_dims(1) + [N] (outer sum)", c.cview({M}).expand_dims(1) + B, {M, NN},
                [&](std::size_t i) { return v(c, i / NN) + v(b, i % NN); });
@@ -206,7 +207,8 @@ TEST_CASE("non-contiguous views as destinations", "[eval][views]") {
       const i64 i = k / (2 * NN), j = k % (2 * NN);
       const float got = out[static_cast<std::size_t>(k)];
       if (j % 2 == 1) {
-        if (to_double(got) != 2 * v(a, i * NN + j / 2)) rep.add(static_cast<std::size_t>(k), got, 2 * v(a, i * NN + j / 2));
+        if (to_double(got) != 2 * v(a, i * NN + j / 2))
+          rep.add(static_cast<std::size_t>(k), got, 2 * v(a, i * NN + j / 2));
       } else if (!is_poisoned(got)) {
         rep.add(static_cast<std::size_t>(k), got, "poison");
       }
@@ -218,7 +220,7 @@ TEST_CASE("non-contiguous views as destinations", "[eval][views]") {
     host_array<float> out(M * NN);
     poison(out);
     fusex::host::eval(out.view({M, NN}).slice(1, 3, 4), A.slice(1, 0, 1) + 1);  // column 3 <- column 0 + 1
-    fusex::host::eval(out.view({M, NN}).slice(0, M - 1, M), B);                  // last row <- b
+    fusex::host::eval(out.view({M, NN}).slice(0, M - 1, M), B);                 // last row <- b
     for (i64 i = 0; i < M; ++i)
       for (i64 j = 0; j < NN; ++j) {
         const float got = out[static_cast<std::size_t>(i * NN + j)];
@@ -277,7 +279,8 @@ TEST_CASE("ranks 0 to 8 with permuted and broadcast operands", "[eval][rank]") {
              value_of(c[static_cast<std::size_t>(r > 0 ? idx.back() : 0)]);
     };
     // A contiguous destination.
-    check_expr("a + 2 * permuted(b) - c", A + 2 * Bv - Cv, to_shape(shape), [&](std::size_t i) { return want(static_cast<i64>(i)); });
+    check_expr("a + 2 * permuted(b) - c", A + 2 * Bv - Cv, to_shape(shape),
+               [&](std::size_t i) { return want(static_cast<i64>(i)); });
     // A permuted destination (stored reversed).
     host_array<float> out(static_cast<std::size_t>(n));
     poison(out);
@@ -357,8 +360,9 @@ TEST_CASE("a destination overlapping an input other than element for element is 
     CHECK(contains(m, "[7]"));
     CHECK(contains(m, "overlaps"));
     CHECK(unchanged());
-    CHECK_THROWS_AS(fusex::host::eval(fusex::make_view(buf.data(), {n}), fusex::make_view<const float>(buf.data() + 1, {n}) * 2),
-                    fusex::invalid_argument);
+    CHECK_THROWS_AS(
+        fusex::host::eval(fusex::make_view(buf.data(), {n}), fusex::make_view<const float>(buf.data() + 1, {n}) * 2),
+        fusex::invalid_argument);
     CHECK_THROWS_AS(fusex::explain(dst, src + 1), fusex::invalid_argument);
     CHECK(unchanged());
   }
@@ -383,9 +387,11 @@ TEST_CASE("a destination overlapping an input other than element for element is 
   SECTION("adjacent buffers do not overlap") {
     host_array<float> two(2 * n);
     for (i64 i = 0; i < 2 * n; ++i) two[static_cast<std::size_t>(i)] = static_cast<float>(i);
-    CHECK_NOTHROW(fusex::host::eval(fusex::make_view(two.data(), {n}), fusex::make_view<const float>(two.data() + n, {n}) * 2));
+    CHECK_NOTHROW(
+        fusex::host::eval(fusex::make_view(two.data(), {n}), fusex::make_view<const float>(two.data() + n, {n}) * 2));
     CHECK(to_double(two[0]) == 2.0 * static_cast<double>(n));
-    CHECK_NOTHROW(fusex::host::eval(fusex::make_view(two.data() + n, {n}), fusex::make_view<const float>(two.data(), {n}) + 1));
+    CHECK_NOTHROW(
+        fusex::host::eval(fusex::make_view(two.data() + n, {n}), fusex::make_view<const float>(two.data(), {n}) + 1));
   }
 }
 
@@ -420,7 +426,8 @@ TEST_CASE("a destination whose elements share memory is rejected", "[eval][overl
   CHECK(contains(m, "[4]"));
   CHECK(contains(m, "strides [0]"));
   // Strides that make (0, 1) and (1, 0) the same element.
-  CHECK_THROWS_AS(fusex::host::eval(fusex::make_view(buf.data(), {3, 3}, {1, 1}), x.cview({3, 3})), fusex::invalid_argument);
+  CHECK_THROWS_AS(fusex::host::eval(fusex::make_view(buf.data(), {3, 3}, {1, 1}), x.cview({3, 3})),
+                  fusex::invalid_argument);
   CHECK_THROWS_AS(fusex::host::eval(fusex::make_view(buf.data(), {2, 3}, {2, 1}), 1.0f), fusex::invalid_argument);
   CHECK(all_poisoned(buf));
   // A broadcast input is fine; so is a stride-0 dimension of extent 1 in the destination.
@@ -444,8 +451,9 @@ TEST_CASE("shapes that do not broadcast and wrong destination shapes throw shape
     CHECK(contains(m, "[5]"));
     CHECK_THROWS_AS(fusex::explain(out.view({3, 4}), e), fusex::shape_error);
     // Deeper in the tree, under other ops.
-    const std::string m2 = thrown_message<fusex::shape_error>(
-        [&] { fusex::host::eval(out.view({3, 4}), fusex::exp(A * 2) + fusex::relu(c.cview({2, 2}))); });
+    const std::string m2 = thrown_message<fusex::shape_error>([&] {
+      fusex::host::eval(out.view({3, 4}), fusex::exp(A * 2) + fusex::relu(c.cview({2, 2})));
+    });
     INFO(m2);
     CHECK(contains(m2, "[3, 4]"));
     CHECK(contains(m2, "[2, 2]"));
@@ -471,7 +479,9 @@ TEST_CASE("shapes that do not broadcast and wrong destination shapes throw shape
   }
   SECTION("a null pointer with a non-zero size is rejected when the view is made") {
     float* null = nullptr;
-    const std::string m = thrown_message<fusex::invalid_argument>([&] { fusex::host::eval(fusex::make_view(null, {3, 4}), A); });
+    const std::string m = thrown_message<fusex::invalid_argument>([&] {
+      fusex::host::eval(fusex::make_view(null, {3, 4}), A);
+    });
     INFO(m);
     CHECK(contains(m, "[3, 4]"));
   }
@@ -553,15 +563,19 @@ TEST_CASE("multi-output: fusex::tie evaluates one expression per destination", "
     host_array<float> s(M * NN), p(M * NN);
     poison(s);
     poison(p);
-    const std::string m = thrown_message<fusex::shape_error>(
-        [&] { fusex::host::eval(fusex::tie(s.view({M, NN}), p.view({NN, M})), A, A); });
+    const std::string m = thrown_message<fusex::shape_error>([&] {
+      fusex::host::eval(fusex::tie(s.view({M, NN}), p.view({NN, M})), A, A);
+    });
     INFO(m);
     CHECK(contains(m, "[6, 10]"));
     CHECK(contains(m, "[10, 6]"));
-    CHECK_THROWS_AS(fusex::host::eval(fusex::tie(s.view({M, NN}), p.view({M, NN})), A, b.cview({2, 5})), fusex::shape_error);
+    CHECK_THROWS_AS(fusex::host::eval(fusex::tie(s.view({M, NN}), p.view({M, NN})), A, b.cview({2, 5})),
+                    fusex::shape_error);
     CHECK_THROWS_AS(fusex::host::eval(fusex::tie(s.view({M, NN}), s.view({M, NN})), A, A), fusex::invalid_argument);
-    CHECK_THROWS_AS(fusex::host::eval(fusex::tie(s.view({M * NN}).slice(0, 1, M * NN), s.view({M * NN}).slice(0, 0, M * NN - 1)), 1.0f, 2.0f),
-                    fusex::invalid_argument);
+    CHECK_THROWS_AS(
+        fusex::host::eval(fusex::tie(s.view({M * NN}).slice(0, 1, M * NN), s.view({M * NN}).slice(0, 0, M * NN - 1)),
+                          1.0f, 2.0f),
+        fusex::invalid_argument);
     CHECK(all_poisoned(s));
     CHECK(all_poisoned(p));
   }
@@ -611,12 +625,14 @@ TEST_CASE("fusex::map applies user functors and lambdas", "[eval][map]") {
   // Scalars, bool results, nesting, three operands.
   check_expr("map(f, A, 2.0)", fusex::map([](float x, float s) { return x - s; }, A, 2.0), {M, NN},
              [&](std::size_t i) { return v(a, i) - 2; });
-  check_expr("map -> bool", fusex::map([](float x) { return x > 0.5f; }, A), {M, NN}, [&](std::size_t i) { return v(a, i) > 0.5; });
+  check_expr("map -> bool", fusex::map([](float x) { return x > 0.5f; }, A), {M, NN},
+             [&](std::size_t i) { return v(a, i) > 0.5; });
   check_expr("relu(map(...) - 1) * B", fusex::relu(fusex::map(axpy{-1.0f}, A, B) - 1) * B, {M, NN}, [&](std::size_t i) {
     const double t = -v(a, i) + v(b, i % NN) - 1;
     return (t > 0 ? t : 0.0) * v(b, i % NN);
   });
-  check_expr("map of three operands", fusex::map([](float x, float y, int z) { return x * y + static_cast<float>(z); }, A, B, ai.cview({M, NN})),
+  check_expr("map of three operands",
+             fusex::map([](float x, float y, int z) { return x * y + static_cast<float>(z); }, A, B, ai.cview({M, NN})),
              {M, NN}, [&](std::size_t i) { return v(a, i) * v(b, i % NN) + v(ai, i); });
   // The op functors are public and usable in map.
   check_expr("map(ops::maximum, A, B)", fusex::map(fusex::ops::maximum{}, A, B), {M, NN},
@@ -636,14 +652,18 @@ TEST_CASE("deep expressions: chains of 20 and more ops in one evaluation", "[eva
   auto B = [&](std::size_t i) { return value_of(b[i]); };
 
   // 22 ops of many kinds.
-  const auto e = fusex::relu(fusex::tanh(fusex::sigmoid(fusex::exp(-fusex::abs(fusex::sin(x) * 0.5f + fusex::cos(y) * 0.25f)) - 0.1f) * 3.0f) +
-                             fusex::sqrt(fusex::abs(x) + 1.0f) / (1.0f + x * x)) -
-                 fusex::min(x, y) * fusex::maximum(x, 0.5f);
+  const auto e =
+      fusex::relu(
+          fusex::tanh(fusex::sigmoid(fusex::exp(-fusex::abs(fusex::sin(x) * 0.5f + fusex::cos(y) * 0.25f)) - 0.1f) *
+                      3.0f) +
+          fusex::sqrt(fusex::abs(x) + 1.0f) / (1.0f + x * x)) -
+      fusex::min(x, y) * fusex::maximum(x, 0.5f);
   check_expr(
       "22-op float chain", e, {257},
       [&](std::size_t i) {
         const double xv = A(i), yv = B(i);
-        const double s = 1.0 / (1.0 + std::exp(-(std::exp(-std::fabs(std::sin(xv) * 0.5 + std::cos(yv) * 0.25)) - 0.1)));
+        const double s =
+            1.0 / (1.0 + std::exp(-(std::exp(-std::fabs(std::sin(xv) * 0.5 + std::cos(yv) * 0.25)) - 0.1)));
         const double t = std::tanh(s * 3.0) + std::sqrt(std::fabs(xv) + 1.0) / (1.0 + xv * xv);
         return (t > 0 ? t : 0.0) - std::min(xv, yv) * std::max(xv, 0.5);
       },
@@ -664,8 +684,8 @@ TEST_CASE("deep expressions: chains of 20 and more ops in one evaluation", "[eva
                                            small_values<float>(n), small_values<float>(n), small_values<float>(n),
                                            small_values<float>(n), small_values<float>(n), small_values<float>(n)};
   auto L = [&](int k) { return leaves[static_cast<std::size_t>(k)].cview({257}); };
-  const auto many = L(0) + L(1) * 2 + L(2) * 3 + L(3) * 4 + L(4) * 5 + L(5) * 6 + L(6) * 7 + L(7) * 8 + L(8) * 9 + L(9) * 10 +
-                    L(10) * 11 + L(11) * 12;
+  const auto many = L(0) + L(1) * 2 + L(2) * 3 + L(3) * 4 + L(4) * 5 + L(5) * 6 + L(6) * 7 + L(7) * 8 + L(8) * 9 +
+                    L(9) * 10 + L(10) * 11 + L(11) * 12;
   check_expr("12 leaves", many, {257}, [&](std::size_t i) {
     double s = 0;
     for (int k = 0; k < 12; ++k) s += (k + 1) * value_of(leaves[static_cast<std::size_t>(k)][i]);
@@ -688,7 +708,8 @@ TEST_CASE("values are converted to the destination's type when stored", "[eval][
   for (std::size_t i = 0; i < 6; ++i) CHECK(value_of(ob[i]) == (i == 2 ? 0 : 1));
   host_array<double> od(6);
   fusex::host::eval(od.view({6}), F * 3);
-  for (std::size_t i = 0; i < 6; ++i) CHECK(value_of(od[i]) == static_cast<double>(static_cast<float>(value_of(f[i]) * 3)));
+  for (std::size_t i = 0; i < 6; ++i)
+    CHECK(value_of(od[i]) == static_cast<double>(static_cast<float>(value_of(f[i]) * 3)));
   host_array<half> oh(6);
   fusex::host::eval(oh.view({6}), F);
   for (std::size_t i = 0; i < 6; ++i) CHECK(value_of(oh[i]) == value_of(f[i]));
@@ -746,8 +767,8 @@ TEST_CASE("explain() describes the plan without evaluating", "[eval][explain]") 
         fusex::explain(Y, fusex::where(A > 0, fusex::exp(A), fusex::log1p(fusex::abs(A))) + fusex::sigmoid(B) -
                               fusex::cast<half>(fusex::gelu(A)) * fusex::relu(-B));
     INFO(plan);
-    for (const char* name : {"where", "gt", "exp", "log1p", "abs", "add", "sigmoid", "sub", "cast -> float16", "gelu", "relu",
-                             "neg", "mul"}) {
+    for (const char* name : {"where", "gt", "exp", "log1p", "abs", "add", "sigmoid", "sub", "cast -> float16", "gelu",
+                             "relu", "neg", "mul"}) {
       INFO(name);
       CHECK(contains(plan, name));
     }
@@ -803,10 +824,30 @@ TEST_CASE("explain() describes the plan without evaluating", "[eval][explain]") 
 TEST_CASE("fast_divmod<uint32> divides like / and %", "[eval][planner]") {
   // The device kernels split 32-bit work indices into coordinates with it; the host backend uses
   // 64-bit division, so it is checked here directly.
-  std::vector<std::uint32_t> divisors = {1, 2, 3, 5, 7, 10, 31, 32, 33, 100, 255, 256, 1000, 4096, 65535, 65536, 65537,
-                                         1000003, (1u << 30) - 1, 1u << 30, (1u << 31) - 1};
+  std::vector<std::uint32_t> divisors = {1,
+                                         2,
+                                         3,
+                                         5,
+                                         7,
+                                         10,
+                                         31,
+                                         32,
+                                         33,
+                                         100,
+                                         255,
+                                         256,
+                                         1000,
+                                         4096,
+                                         65535,
+                                         65536,
+                                         65537,
+                                         1000003,
+                                         (1u << 30) - 1,
+                                         1u << 30,
+                                         (1u << 31) - 1};
   std::vector<std::uint32_t> dividends = {0, 1, 2, 3, 1000, 65535, 65536, 999999, (1u << 31) - 2, (1u << 31) - 1};
-  for (int k = 0; k < 200; ++k) dividends.push_back(static_cast<std::uint32_t>(random_value<i64>(0, 2147483647.0, false)));
+  for (int k = 0; k < 200; ++k)
+    dividends.push_back(static_cast<std::uint32_t>(random_value<i64>(0, 2147483647.0, false)));
   std::size_t bad = 0;
   for (std::uint32_t d : divisors) {
     const fusex::detail::fast_divmod<std::uint32_t> f(d);

@@ -163,14 +163,16 @@ TEST_CASE("mixed dtypes compute in the promoted type", "[ops][promotion]") {
   SECTION("bool tensors in arithmetic") {
     const auto a = random_array<bool>(N, 0, 1);
     const auto b = random_array<i8>(N, -100, 100);
-    check_expr("bool + int8", a.cview(S) + b.cview(S), S, [&](std::size_t i) { return value_of(a[i]) + value_of(b[i]); });
-    check_expr("bool * float", a.cview(S) * b.cview(S), S, [&](std::size_t i) { return value_of(a[i]) * value_of(b[i]); });
+    check_expr("bool + int8", a.cview(S) + b.cview(S), S,
+               [&](std::size_t i) { return value_of(a[i]) + value_of(b[i]); });
+    check_expr("bool * float", a.cview(S) * b.cview(S), S,
+               [&](std::size_t i) { return value_of(a[i]) * value_of(b[i]); });
   }
 }
 // --- documented corner cases -----------------------------------------------------------------------
 
-TEMPLATE_TEST_CASE("integer division and modulo: truncation, x / 0 == 0, MIN / -1 wraps", "[ops][semantics]", std::int8_t,
-                   std::int32_t, std::int64_t) {
+TEMPLATE_TEST_CASE("integer division and modulo: truncation, x / 0 == 0, MIN / -1 wraps", "[ops][semantics]",
+                   std::int8_t, std::int32_t, std::int64_t) {
   using T = TestType;
   const double mn = lowest<T>();
   auto a = from_list<T>({7, -7, 7, -7, 0, 5, -5, mn, mn, 9, 1, mn});

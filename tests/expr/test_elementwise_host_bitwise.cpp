@@ -70,10 +70,12 @@ TEMPLATE_TEST_CASE("where(c, a, b) on every dtype", "[ops][where]", FXT_ALL_DTYP
   auto A = [&](std::size_t i) { return value_of(a[i]); };
   auto B = [&](std::size_t i) { return value_of(b[i]); };
   using R = ref_t<T>;
-  check_expr("where(c, x, y)", fusex::where(cond, x, y), S, [&](std::size_t i) { return value_of(c[i]) ? A(i) : B(i); });
+  check_expr("where(c, x, y)", fusex::where(cond, x, y), S,
+             [&](std::size_t i) { return value_of(c[i]) ? A(i) : B(i); });
   check_expr("where(ct, x, y)", fusex::where(condt, x, y), S,
              [&](std::size_t i) { return value_of(ct[i]) != 0 ? A(i) : B(i); });
-  check_expr("where(x > y, x, y)", fusex::where(x > y, x, y), S, [&](std::size_t i) { return A(i) > B(i) ? A(i) : B(i); });
+  check_expr("where(x > y, x, y)", fusex::where(x > y, x, y), S,
+             [&](std::size_t i) { return A(i) > B(i) ? A(i) : B(i); });
   check_expr("where(c, x, 1)", fusex::where(cond, x, 1), S,
              [&](std::size_t i) { return value_of(c[i]) ? R(A(i)) : R(1); });
   check_expr("where(c, 1, y)", fusex::where(cond, 1, y), S,

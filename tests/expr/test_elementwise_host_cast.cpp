@@ -66,8 +66,10 @@ TEMPLATE_TEST_CASE("cast<T> from every dtype to every dtype", "[ops][cast]", FXT
 
 TEST_CASE("cast<T> of wider integers wraps", "[ops][cast]") {
   auto a = from_list<i32>({300, -129, 255, 256, 65536 + 7});
-  check_expr("cast<int8>(int32)", fusex::cast<i8>(a.view({5})), {5}, [&](std::size_t i) { return wrap<i8>(value_of(a[i])); });
-  check_expr("cast<uint8>(int32)", fusex::cast<u8>(a.view({5})), {5}, [&](std::size_t i) { return wrap<u8>(value_of(a[i])); });
+  check_expr("cast<int8>(int32)", fusex::cast<i8>(a.view({5})), {5},
+             [&](std::size_t i) { return wrap<i8>(value_of(a[i])); });
+  check_expr("cast<uint8>(int32)", fusex::cast<u8>(a.view({5})), {5},
+             [&](std::size_t i) { return wrap<u8>(value_of(a[i])); });
   check_expr("cast<bool>(int32)", fusex::cast<bool>(a.view({5})), {5}, [](std::size_t) { return 1; });
   // The cast happens where written: cast<uint8>(x) + 1 computes in uint8.
   check_expr("cast<uint8>(x) + 1", fusex::cast<u8>(a.view({5})) + 1, {5},

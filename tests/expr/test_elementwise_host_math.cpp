@@ -30,7 +30,8 @@ void check_unary(const char* what, double lo, double hi, F f, Ref ref) {
 }  // namespace
 
 #define FXT_UNARY(fn, lo, hi, ref_expr) \
-  check_unary<T>(#fn "(x)", lo, hi, [](const auto& v) { return fusex::fn(v); }, [](double x) { return ref_expr; })
+  check_unary<T>(                       \
+      #fn "(x)", lo, hi, [](const auto& v) { return fusex::fn(v); }, [](double x) { return ref_expr; })
 
 TEMPLATE_TEST_CASE("math functions on every dtype", "[ops][math]", FXT_ALL_DTYPES) {
   using T = TestType;
@@ -82,7 +83,9 @@ TEMPLATE_TEST_CASE("math functions at special values", "[ops][math][semantics]",
   check_expr("exp(x)", fusex::exp(x), {8}, [&](std::size_t i) { return std::exp(A(i)); });  // exp(30): inf in float16
   check_expr("tanh(x)", fusex::tanh(x), {8}, [&](std::size_t i) { return std::tanh(A(i)); });
   check_expr("sigmoid(x)", fusex::sigmoid(x), {8}, [&](std::size_t i) { return 1.0 / (1.0 + std::exp(-A(i))); });
-  check_expr("relu(x)", fusex::relu(x), {8}, [&](std::size_t i) { return std::isnan(A(i)) ? A(i) : (A(i) > 0 ? A(i) : 0.0); });
+  check_expr("relu(x)", fusex::relu(x), {8},
+             [&](std::size_t i) { return std::isnan(A(i)) ? A(i) : (A(i) > 0 ? A(i) : 0.0); });
   // softplus is x itself above 20 (as in PyTorch).
-  check_expr("softplus(x)", fusex::softplus(x), {8}, [&](std::size_t i) { return A(i) > 20 ? A(i) : std::log1p(std::exp(A(i))); });
+  check_expr("softplus(x)", fusex::softplus(x), {8},
+             [&](std::size_t i) { return A(i) > 20 ? A(i) : std::log1p(std::exp(A(i))); });
 }

@@ -54,7 +54,8 @@ TEMPLATE_TEST_CASE("relu and leaky_relu on every dtype", "[ops][activation]", FX
                [&](std::size_t i) { return A(i) > 0 ? A(i) : 0.2 * A(i); });
   } else {
     // A whole-number slope, exactly representable in every integer type.
-    check_expr("leaky_relu(x, 2)", fusex::leaky_relu(x, 2.0), S, [&](std::size_t i) { return A(i) > 0 ? A(i) : 2 * A(i); });
+    check_expr("leaky_relu(x, 2)", fusex::leaky_relu(x, 2.0), S,
+               [&](std::size_t i) { return A(i) > 0 ? A(i) : 2 * A(i); });
   }
 }
 // --- documented corner cases -----------------------------------------------------------------------
@@ -71,7 +72,8 @@ TEMPLATE_TEST_CASE("NaN propagates through min, max, clamp, relu and arithmetic"
   check_expr("min(y, x)", fusex::min(y, x), {5}, [&](std::size_t i) { return lo[i]; });
   check_expr("max(x, y)", fusex::max(x, y), {5}, [&](std::size_t i) { return hi[i]; });
   check_expr("max(y, x)", fusex::max(y, x), {5}, [&](std::size_t i) { return hi[i]; });
-  check_expr("relu(x)", fusex::relu(x), {5}, [&](std::size_t i) { return i == 0 || i == 2 ? nan : (i == 1 ? 1.0 : (i == 3 ? 0.0 : 3.0)); });
+  check_expr("relu(x)", fusex::relu(x), {5},
+             [&](std::size_t i) { return i == 0 || i == 2 ? nan : (i == 1 ? 1.0 : (i == 3 ? 0.0 : 3.0)); });
   check_expr("leaky_relu(x)", fusex::leaky_relu(x), {5}, [&](std::size_t i) {
     const double v = value_of(a[i]);
     return v > 0 ? v : 0.01 * v;
@@ -105,7 +107,8 @@ TEMPLATE_TEST_CASE("round() rounds half to even", "[ops][semantics][rounding]", 
   if constexpr (std::is_same_v<T, float>) {
     // The float just below 0.5 rounds to 0; the one just above 2.5 to 3.
     auto b = from_list<float>({std::nextafter(0.5f, 0.0f), std::nextafter(2.5f, 3.0f), 8388607.5f});
-    check_expr("round(near ties)", fusex::round(b.view({3})), {3}, [](std::size_t i) { return i == 0 ? 0.0 : (i == 1 ? 3.0 : 8388608.0); });
+    check_expr("round(near ties)", fusex::round(b.view({3})), {3},
+               [](std::size_t i) { return i == 0 ? 0.0 : (i == 1 ? 3.0 : 8388608.0); });
   }
 }
 
@@ -113,10 +116,10 @@ TEST_CASE("cast<half> and cast<bfloat16> round to nearest even", "[ops][semantic
   const double inf = std::numeric_limits<double>::infinity();
   SECTION("float32 -> float16") {
     const double u = std::ldexp(1.0, -11);  // half an ulp of 1 in float16
-    auto x = from_list<float>({1 + u, 1 + 3 * u, 1 + u + std::ldexp(1.0, -20), 1 - u, 65504, 65519, 65520, -65520,
-                               1e-8, 3e-8, 2049, 2051, -0.0});
-    const double want[] = {1, 1 + 4 * u, 1 + 2 * u, 1 - u, 65504, 65504, inf, -inf,
-                           0, std::ldexp(1.0, -24), 2048, 2052, -0.0};
+    auto x = from_list<float>({1 + u, 1 + 3 * u, 1 + u + std::ldexp(1.0, -20), 1 - u, 65504, 65519, 65520, -65520, 1e-8,
+                               3e-8, 2049, 2051, -0.0});
+    const double want[] = {1,    1 + 4 * u, 1 + 2 * u, 1 - u, 65504, 65504, inf, -inf, 0, std::ldexp(1.0, -24),
+                           2048, 2052,      -0.0};
     // cast<half> rounds as a store would, and the result is carried on (here stored to float32).
     host_array<float> out(13);
     fusex::host::eval(out.view({13}), fusex::cast<half>(x.view({13})));
@@ -142,8 +145,10 @@ TEST_CASE("cast<half> and cast<bfloat16> round to nearest even", "[ops][semantic
     const double u = std::ldexp(1.0, -8);  // half an ulp of 1 in bfloat16
     auto x = from_list<float>({1 + u, 1 + 3 * u, 1 + u + std::ldexp(1.0, -16), 257, 259, 3.0e38,
                                static_cast<double>(std::numeric_limits<float>::max()), 1e-40});
-    const double want[] = {1, 1 + 4 * u, 1 + 2 * u, 256, 260, to_double(__float2bfloat16_rn(3.0e38f)), inf,
-                           to_double(__float2bfloat16_rn(1e-40f))};
+    const double want[] = {1,         1 + 4 * u,
+                           1 + 2 * u, 256,
+                           260,       to_double(__float2bfloat16_rn(3.0e38f)),
+                           inf,       to_double(__float2bfloat16_rn(1e-40f))};
     host_array<float> out(8);
     fusex::host::eval(out.view({8}), fusex::cast<bfloat16>(x.view({8})));
     for (std::size_t i = 0; i < 8; ++i) {
@@ -160,7 +165,8 @@ TEST_CASE("cast<half> and cast<bfloat16> round to nearest even", "[ops][semantic
   SECTION("float64 -> float16 and bfloat16 round once (no double rounding through float32)") {
     // 1 + 2^-11 + 2^-40 is just above a float16 tie; through float32 it would become the tie
     // 1 + 2^-11 and then round to 1.
-    auto x = from_list<double>({1 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), 1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)});
+    auto x = from_list<double>(
+        {1 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), 1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)});
     host_array<half> oh(2);
     host_array<bfloat16> ob(2);
     fusex::host::eval(oh.view({2}), fusex::cast<half>(x.view({2})));

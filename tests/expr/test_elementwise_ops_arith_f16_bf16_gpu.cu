@@ -10,7 +10,6 @@ using fusex::bfloat16;
 using fusex::half;
 using namespace fusex_test;
 
-TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]",
-                   half, bfloat16) {
+TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]", half, bfloat16) {
   arithmetic_logic_ops<TestType>();
 }

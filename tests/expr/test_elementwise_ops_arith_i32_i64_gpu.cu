@@ -8,7 +8,7 @@
 
 using namespace fusex_test;
 
-TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]",
-                   std::int32_t, std::int64_t) {
+TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]", std::int32_t,
+                   std::int64_t) {
   arithmetic_logic_ops<TestType>();
 }

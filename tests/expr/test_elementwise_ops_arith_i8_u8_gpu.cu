@@ -8,7 +8,7 @@
 
 using namespace fusex_test;
 
-TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]",
-                   std::int8_t, std::uint8_t) {
+TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]", std::int8_t,
+                   std::uint8_t) {
   arithmetic_logic_ops<TestType>();
 }

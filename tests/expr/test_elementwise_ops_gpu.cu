@@ -15,19 +15,28 @@ TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "
 }
 
 TEST_CASE("gpu: bool operands", "[gpu][elementwise]") {
-  check_binary<bool>("logical_and", [](auto a, auto b) { return a && b; }, [](double a, double b) { return double(a && b); }, 0, 1);
-  check_binary<bool>("xor", [](auto a, auto b) { return a ^ b; }, [](double a, double b) { return double((a != 0) != (b != 0)); }, 0, 1);
-  check_binary<bool>("where", [](auto a, auto b) { return fusex::where(a, b, !b); }, [](double a, double b) { return double(a ? b : !b); }, 0, 1);
-  check_unary<bool>("bool + int -> int64", [](auto a) { return a + 3; }, [](double a) { return a + 3; }, 0, 1);
+  check_binary<bool>(
+      "logical_and", [](auto a, auto b) { return a && b; }, [](double a, double b) { return double(a && b); }, 0, 1);
+  check_binary<bool>(
+      "xor", [](auto a, auto b) { return a ^ b; }, [](double a, double b) { return double((a != 0) != (b != 0)); }, 0,
+      1);
+  check_binary<bool>(
+      "where", [](auto a, auto b) { return fusex::where(a, b, !b); },
+      [](double a, double b) { return double(a ? b : !b); }, 0, 1);
+  check_unary<bool>(
+      "bool + int -> int64", [](auto a) { return a + 3; }, [](double a) { return a + 3; }, 0, 1);
 }
 
 TEST_CASE("gpu: mixed dtypes promote as documented", "[gpu][elementwise]") {
-  check_unary<std::int32_t>("int32 * 0.5 -> float32", [](auto a) { return a * 0.5; }, [](double a) { return a * 0.5; }, -100, 100);
-  check_unary<half>("half + bf16 -> float32",
-                    [](auto a) { return a + fusex::cast<bfloat16>(a); },
-                    [](double a) { return a + round_to<bfloat16>(a); }, -4, 4);
-  check_unary<std::uint8_t>("uint8 + int8 -> int32", [](auto a) { return a + fusex::cast<std::int8_t>(a); },
-                            [](double a) { return a + double(static_cast<std::int8_t>(a)); }, 1, 255);
-  check_unary<std::int8_t>("exp(int8) -> float32", [](auto a) { return fusex::exp(a * 0.1); }, [](double a) { return std::exp(a * 0.1f); }, -50, 50);
+  check_unary<std::int32_t>(
+      "int32 * 0.5 -> float32", [](auto a) { return a * 0.5; }, [](double a) { return a * 0.5; }, -100, 100);
+  check_unary<half>(
+      "half + bf16 -> float32", [](auto a) { return a + fusex::cast<bfloat16>(a); },
+      [](double a) { return a + round_to<bfloat16>(a); }, -4, 4);
+  check_unary<std::uint8_t>(
+      "uint8 + int8 -> int32", [](auto a) { return a + fusex::cast<std::int8_t>(a); },
+      [](double a) { return a + double(static_cast<std::int8_t>(a)); }, 1, 255);
+  check_unary<std::int8_t>(
+      "exp(int8) -> float32", [](auto a) { return fusex::exp(a * 0.1); }, [](double a) { return std::exp(a * 0.1f); },
+      -50, 50);
 }
-

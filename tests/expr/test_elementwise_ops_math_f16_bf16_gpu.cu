@@ -8,7 +8,6 @@ using fusex::bfloat16;
 using fusex::half;
 using namespace fusex_test;
 
-TEMPLATE_TEST_CASE("gpu: floating math ops match a double reference", "[gpu][elementwise]",
-                   half, bfloat16) {
+TEMPLATE_TEST_CASE("gpu: floating math ops match a double reference", "[gpu][elementwise]", half, bfloat16) {
   floating_math_ops<TestType>();
 }

@@ -283,7 +283,8 @@ TEST_CASE("explain: plans past 2^31 elements run in 32-bit pieces", "[eval][plan
   SECTION("row reduction: one launch per piece of whole rows") {
     // 32768 rows of 65536 (2^31 elements): at most 32767 rows fit, so two pieces of 16384.
     const auto m = fusex::make_view(at(2), {32768, 65536});
-    const std::string plan = fusex::explain(fusex::make_view(out, {32768}), fusex::sum(fusex::cast<std::int64_t>(m), -1));
+    const std::string plan =
+        fusex::explain(fusex::make_view(out, {32768}), fusex::sum(fusex::cast<std::int64_t>(m), -1));
     INFO(plan);
     CHECK(plan.find("fusex plan: 2 launches of 1 kernel (row reduction with epilogue, rule 1)") != std::string::npos);
     CHECK(plan.find("launched in 2 pieces of at most 16384 rows") != std::string::npos);
@@ -303,7 +304,8 @@ TEST_CASE("explain: plans past 2^31 elements run in 32-bit pieces", "[eval][plan
   SECTION("a row that alone spans 2^31 elements goes to rule 2") {
     // Column-major [65536, 65536]: one row's elements lie 65536 apart.
     const auto m = fusex::make_view(at(2), {65536, 65536}, {1, 65536});
-    const std::string plan = fusex::explain(fusex::make_view(out, {65536}), fusex::sum(fusex::cast<std::int64_t>(m), -1));
+    const std::string plan =
+        fusex::explain(fusex::make_view(out, {65536}), fusex::sum(fusex::cast<std::int64_t>(m), -1));
     INFO(plan);
     CHECK(plan.find("rule 2: one row spans 2^31 elements or more") != std::string::npos);
   }

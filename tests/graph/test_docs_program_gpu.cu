@@ -28,7 +28,8 @@ std::string check_step(const std::vector<float>& got, const std::vector<float>& 
   if (got.size() != hx.size()) return "size " + std::to_string(got.size()) + ", expected " + std::to_string(hx.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     const float e = step_ref(hx[i], hb[i % hb.size()]);
-    if (got[i] != e) return "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", expected " + std::to_string(e);
+    if (got[i] != e)
+      return "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", expected " + std::to_string(e);
   }
   return "";
 }

@@ -169,8 +169,7 @@ TEST_CASE("gpu graph faults: synchronising calls fusex sees are refused before t
         fusex::stream_synchronize(other);
         (void)fusex::event_query(ev);
         other_ok = true;
-      } catch (const std::exception&) {
-      }
+      } catch (const std::exception&) {}
     });
     t.join();
     CHECK(other_ok);

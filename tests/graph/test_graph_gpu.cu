@@ -77,10 +77,11 @@ TEST_CASE("gpu graph: captured fused expressions are one kernel node each", "[gp
   stream_guard s;
   fusex::graph_exec g = [&] {
     fusex::graph_capture cap(s, no_pool());
-    eval_relu2(tv, p.xv(), p.bv(), s);       // t = relu(x + b) * 2
-    eval_affine(uv, tv, 0.5f, p.bv(), s);    // u = t * 0.5 + b
+    eval_relu2(tv, p.xv(), p.bv(), s);          // t = relu(x + b) * 2
+    eval_affine(uv, tv, 0.5f, p.bv(), s);       // u = t * 0.5 + b
     eval_affine(p.yv(), uv, 0.25f, p.xv(), s);  // y = u * 0.25 + x
-    eval_relu2(fusex::make_view(t.data(), {0, 1000}), fusex::make_view(t.data(), {0, 1000}), p.bv(), s);  // empty: no kernel
+    eval_relu2(fusex::make_view(t.data(), {0, 1000}), fusex::make_view(t.data(), {0, 1000}), p.bv(),
+               s);  // empty: no kernel
     return cap.finish();
   }();
   REQUIRE(g);
@@ -239,13 +240,13 @@ TEST_CASE("gpu graph: arena memory of a graph is never handed to eager code whil
         fusex::buffer<float> t2(n, s, A);
         note(t2);
         eval_affine(as_view(t2, rows, cols), as_view(t1, rows, cols), 0.5f, p.bv(), s);  // t2 = t1 * 0.5 + b
-        eval_affine(p.yv(), as_view(t2, rows, cols), 0.25f, p.xv(), s);                // y = t2 * 0.25 + x
-      }  // t2 freed inside the capture
+        eval_affine(p.yv(), as_view(t2, rows, cols), 0.25f, p.xv(), s);                  // y = t2 * 0.25 + x
+      }                                                                                  // t2 freed inside the capture
       fusex::buffer<float> t3(n, s, A);
       note(t3);
       eval_affine(as_view(t3, rows, cols), p.yv(), 0.5f, p.xv(), s);  // t3 = y * 0.5 + x
       eval_affine(p.yv(), as_view(t3, rows, cols), 0.5f, p.bv(), s);  // y = t3 * 0.5 + b
-    }  // t1, t3 freed inside the capture
+    }                                                                 // t1, t3 freed inside the capture
     g = cap.finish();
   }
   REQUIRE(g.has_private_pool());
@@ -307,7 +308,7 @@ TEST_CASE("gpu graph: arena memory of a graph is never handed to eager code whil
 TEST_CASE("gpu graph: memory freed inside a capture is reused inside the same graph", "[gpu][graph][memory]") {
   fusex::arena A;
   fusex::private_pool_options po;
-  po.reserve_bytes = 2 * MiB;  // one temporary of 1.25 MiB at a time fits, two do not
+  po.reserve_bytes = 2 * MiB;                  // one temporary of 1.25 MiB at a time fits, two do not
   const std::int64_t rows = 320, cols = 1024;  // 1.25 MiB of floats
   problem p(rows, cols, 51);
   stream_guard s;

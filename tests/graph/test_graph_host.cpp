@@ -141,14 +141,14 @@ TEST_CASE("graph cache: hits, misses, captures and eviction across three shapes"
   CHECK(work_calls == 1);
   CHECK(cache.run(a, s, work).launches == 2);  // hit: launch only
   CHECK(work_calls == 1);
-  CHECK(cache.run(b, s, work).id == 1);        // miss
-  CHECK(cache.run(a, s, work).id == 0);        // hit; a is now the most recent
-  CHECK(cache.run(c, s, work).id == 2);        // miss; evicts b (least recently used)
+  CHECK(cache.run(b, s, work).id == 1);  // miss
+  CHECK(cache.run(a, s, work).id == 0);  // hit; a is now the most recent
+  CHECK(cache.run(c, s, work).id == 2);  // miss; evicts b (least recently used)
   CHECK(*alive == 2);
   CHECK_FALSE(cache.contains(b));
   CHECK(cache.contains(a));
   CHECK(cache.contains(c));
-  CHECK(cache.run(b, s, work).id == 3);        // miss again; evicts a
+  CHECK(cache.run(b, s, work).id == 3);  // miss again; evicts a
   CHECK_FALSE(cache.contains(a));
   CHECK(cache.run(c, s, work).launches == 2);  // hit
 
@@ -301,10 +301,10 @@ TEST_CASE("capture rules checked before any CUDA call", "[graph][host][rules]") 
   // capture_error is a fusex::error.
   CHECK_THROWS_AS(fusex::graph_capture(nullptr), fusex::error);
   // Every rule has a name.
-  for (auto r : {fusex::capture_rule::default_stream, fusex::capture_rule::nested_capture, fusex::capture_rule::wrong_thread,
-                 fusex::capture_rule::sync_during_capture, fusex::capture_rule::unjoined_fork,
-                 fusex::capture_rule::invalidated, fusex::capture_rule::released_memory, fusex::capture_rule::empty_exec,
-                 fusex::capture_rule::not_capturing})
+  for (auto r :
+       {fusex::capture_rule::default_stream, fusex::capture_rule::nested_capture, fusex::capture_rule::wrong_thread,
+        fusex::capture_rule::sync_during_capture, fusex::capture_rule::unjoined_fork, fusex::capture_rule::invalidated,
+        fusex::capture_rule::released_memory, fusex::capture_rule::empty_exec, fusex::capture_rule::not_capturing})
     CHECK(std::string(fusex::to_string(r)) != "unknown");
   CHECK_THROWS_AS(fusex::graph_cache<>(fusex::graph_cache_options{0, 1, {}}), fusex::invalid_argument);
   CHECK_THROWS_AS(fusex::graph_cache<>(fusex::graph_cache_options{4, -1, {}}), fusex::invalid_argument);
@@ -326,8 +326,9 @@ TEST_CASE("copy_input checks sizes before copying", "[graph][host][input]") {
   }
   std::vector<float> host(100);
   CHECK_THROWS_AS(fusex::copy_input(dst, host, s), fusex::invalid_argument);
-  CHECK_THROWS_AS(fusex::copy_input(dst.transpose(0, 1), fusex::make_view(static_cast<const float*>(fake), {784, 16}), s),
-                  fusex::invalid_argument);
+  CHECK_THROWS_AS(
+      fusex::copy_input(dst.transpose(0, 1), fusex::make_view(static_cast<const float*>(fake), {784, 16}), s),
+      fusex::invalid_argument);
   // Padding: the first extent may grow, the others must match.
   CHECK_THROWS_AS(fusex::copy_input_padded(fusex::make_view(fake, {8, 784}), dst, s), fusex::shape_error);
   CHECK_THROWS_AS(fusex::copy_input_padded(dst, fusex::make_view(static_cast<const float*>(fake), {8, 785}), s),
@@ -347,14 +348,18 @@ TEST_CASE("graph inputs, keys, buckets, caches and empty execs: errors name the 
   CHECK(has(m, "copy_input: the captured buffer has shape [16, 784] but the new input has shape [8, 784]"));
   m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(dst, std::vector<float>(100), s); });
   CHECK(has(m, "copy_input: the captured buffer (shape [16, 784]) holds 12544 elements but 100 were given"));
-  m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(dst, static_cast<const float*>(nullptr), 12544, s); });
+  m = thrown_message<fusex::invalid_argument>(
+      [&] { fusex::copy_input(dst, static_cast<const float*>(nullptr), 12544, s); });
   CHECK(has(m, "copy_input: null source for 12544 elements into the captured buffer (shape [16, 784])"));
   m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(dst.transpose(0, 1), src({784, 16}), s); });
   CHECK(has(m, "copy_input: the captured buffer (shape [784, 16]) is not contiguous"));
-  m = thrown_message<fusex::invalid_argument>([&] { fusex::copy_input(fusex::make_view(fake, {784, 16}), src({16, 784}).transpose(0, 1), s); });
+  m = thrown_message<fusex::invalid_argument>([&] {
+    fusex::copy_input(fusex::make_view(fake, {784, 16}), src({16, 784}).transpose(0, 1), s);
+  });
   CHECK(has(m, "copy_input: the new input (shape [784, 16]) is not contiguous"));
   m = thrown_message<fusex::shape_error>([&] { fusex::copy_input_padded(fusex::make_view(fake, {8, 784}), dst, s); });
-  CHECK(has(m, "copy_input_padded: an input of shape [16, 784] does not pad up to the captured buffer of shape [8, 784]"));
+  CHECK(has(m,
+            "copy_input_padded: an input of shape [16, 784] does not pad up to the captured buffer of shape [8, 784]"));
   m = thrown_message<fusex::shape_error>([&] { fusex::copy_input_padded(dst, src({8, 785}), s); });
   CHECK(has(m, "an input of shape [8, 785] does not pad up to the captured buffer of shape [16, 784]"));
 
@@ -371,12 +376,18 @@ TEST_CASE("graph inputs, keys, buckets, caches and empty execs: errors name the 
             "powers_of_two(0, 4): need 0 < smallest <= largest"));
   CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::batch_buckets(std::vector<std::int64_t>{}); }),
             "batch_buckets needs at least one size"));
-  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::batch_buckets(std::vector<std::int64_t>{4, -2}); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([] {
+              (void)fusex::batch_buckets(std::vector<std::int64_t>{4, -2});
+            }),
             "batch_buckets sizes must be positive (got -2)"));
 
-  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::graph_cache<>(fusex::graph_cache_options{0, 1, {}}); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([] {
+              (void)fusex::graph_cache<>(fusex::graph_cache_options{0, 1, {}});
+            }),
             "graph cache needs a capacity of at least 1"));
-  CHECK(has(thrown_message<fusex::invalid_argument>([] { (void)fusex::graph_cache<>(fusex::graph_cache_options{4, -1, {}}); }),
+  CHECK(has(thrown_message<fusex::invalid_argument>([] {
+              (void)fusex::graph_cache<>(fusex::graph_cache_options{4, -1, {}});
+            }),
             "graph_cache_options::warmup_runs must be >= 0"));
   fake_cache cache(2);
   CHECK(has(thrown_message<fusex::invalid_argument>([&] { cache.set_capacity(0); }), "capacity of at least 1"));

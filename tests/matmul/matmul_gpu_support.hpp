@@ -167,8 +167,13 @@ struct linear_setup {
   operand<T> x, w, bias, res, col;
   product P;
   linear_setup(std::int64_t m, std::int64_t n, std::int64_t k, unsigned seed)
-      : M(m), N(n), K(k), x(static_cast<std::size_t>(m * k), -1, 1, seed), w(static_cast<std::size_t>(n * k), -1, 1, seed + 1),
-        bias(static_cast<std::size_t>(n), -1, 1, seed + 2), res(static_cast<std::size_t>(m * n), -1, 1, seed + 3),
+      : M(m),
+        N(n),
+        K(k),
+        x(static_cast<std::size_t>(m * k), -1, 1, seed),
+        w(static_cast<std::size_t>(n * k), -1, 1, seed + 1),
+        bias(static_cast<std::size_t>(n), -1, 1, seed + 2),
+        res(static_cast<std::size_t>(m * n), -1, 1, seed + 3),
         col(static_cast<std::size_t>(m), -1, 1, seed + 4) {
     x.on_device({M, K});
     w.on_device({N, K});
@@ -178,7 +183,9 @@ struct linear_setup {
     P = reference_product(x.on_host(), w.on_host().t());
   }
   double b(std::int64_t j) const { return fusex::convert<double>(bias.host[static_cast<std::size_t>(j)]); }
-  double r(std::int64_t i, std::int64_t j) const { return fusex::convert<double>(res.host[static_cast<std::size_t>(i * N + j)]); }
+  double r(std::int64_t i, std::int64_t j) const {
+    return fusex::convert<double>(res.host[static_cast<std::size_t>(i * N + j)]);
+  }
   double c(std::int64_t i) const { return fusex::convert<double>(col.host[static_cast<std::size_t>(i)]); }
 };
 
@@ -190,9 +197,9 @@ template <class Out, class E>
 void check_eval(cudaStream_t s, const product& P, const E& e, const ref_fn& f, double tol, bool col_major = false) {
   device_array<Out> out(static_cast<std::size_t>(P.b * P.m * P.n));
   out.poison();
-  fusex::view<Out> o = col_major ? fusex::view<Out>(out.data(), {P.m, P.n}, {1, P.m})
-                                 : (P.b > 1 ? fusex::view<Out>(out.data(), {P.b, P.m, P.n})
-                                            : fusex::view<Out>(out.data(), {P.m, P.n}));
+  fusex::view<Out> o =
+      col_major ? fusex::view<Out>(out.data(), {P.m, P.n}, {1, P.m})
+                : (P.b > 1 ? fusex::view<Out>(out.data(), {P.b, P.m, P.n}) : fusex::view<Out>(out.data(), {P.m, P.n}));
   INFO(fusex::explain(o, e));
   INFO("launch " << fusex_test::launch_path_name());
   fusex_test::run(s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
@@ -218,42 +225,59 @@ void epilogue_forms(std::int64_t M, std::int64_t N, std::int64_t K) {
   for (auto p : all_paths) {
     INFO("path " << path_name(p) << ", " << fusex::dtype_name<T>() << " M N K " << M << " " << N << " " << K);
     const auto o = path(p);
-    check_eval<T>(s.s, P, fusex::linear(x, w, o), [](double v, auto, auto, auto) { return v; }, tol);
-    check_eval<T>(s.s, P, fusex::linear(x, w, bias, o), [&](double v, auto, auto, std::int64_t j) { return v + L.b(j); }, tol);
-    check_eval<T>(s.s, P, fusex::relu(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); }, tol);
-    check_eval<T>(s.s, P, fusex::gelu_tanh(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return gelu_tanh_ref(v + L.b(j)); }, tol + 2e-4);
-    check_eval<T>(s.s, P, fusex::gelu(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return gelu_ref(v + L.b(j)); }, tol_split);
-    check_eval<T>(s.s, P, fusex::silu(fusex::linear(x, w, bias, o)),
-                  [&](double v, auto, auto, std::int64_t j) { return silu_ref(v + L.b(j)); }, tol_split);
-    check_eval<T>(s.s, P, 0.5f * fusex::linear(x, w, o) + res,
-                  [&](double v, auto, std::int64_t i, std::int64_t j) { return 0.5 * v + L.r(i, j); }, tol);
-    check_eval<T>(s.s, P, fusex::relu(fusex::linear(x, w, bias, o) - 2.0f * res),
-                  [&](double v, auto, std::int64_t i, std::int64_t j) { return std::fmax(0.0, v + L.b(j) - 2 * L.r(i, j)); }, tol);
-    check_eval<T>(s.s, P, fusex::gelu_tanh(fusex::linear(x, w, bias, o)) * 0.5f + res,
-                  [&](double v, auto, std::int64_t i, std::int64_t j) { return gelu_tanh_ref(v + L.b(j)) * 0.5 + L.r(i, j); },
-                  tol_split + 2e-4);
-    check_eval<T>(s.s, P, fusex::map([] __host__ __device__(float v) { return v * v - 1.0f; }, fusex::linear(x, w, o)),
-                  [](double v, auto, auto, auto) { return v * v - 1; }, tol_split * 4);
+    check_eval<T>(
+        s.s, P, fusex::linear(x, w, o), [](double v, auto, auto, auto) { return v; }, tol);
+    check_eval<T>(
+        s.s, P, fusex::linear(x, w, bias, o), [&](double v, auto, auto, std::int64_t j) { return v + L.b(j); }, tol);
+    check_eval<T>(
+        s.s, P, fusex::relu(fusex::linear(x, w, bias, o)),
+        [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); }, tol);
+    check_eval<T>(
+        s.s, P, fusex::gelu_tanh(fusex::linear(x, w, bias, o)),
+        [&](double v, auto, auto, std::int64_t j) { return gelu_tanh_ref(v + L.b(j)); }, tol + 2e-4);
+    check_eval<T>(
+        s.s, P, fusex::gelu(fusex::linear(x, w, bias, o)),
+        [&](double v, auto, auto, std::int64_t j) { return gelu_ref(v + L.b(j)); }, tol_split);
+    check_eval<T>(
+        s.s, P, fusex::silu(fusex::linear(x, w, bias, o)),
+        [&](double v, auto, auto, std::int64_t j) { return silu_ref(v + L.b(j)); }, tol_split);
+    check_eval<T>(
+        s.s, P, 0.5f * fusex::linear(x, w, o) + res,
+        [&](double v, auto, std::int64_t i, std::int64_t j) { return 0.5 * v + L.r(i, j); }, tol);
+    check_eval<T>(
+        s.s, P, fusex::relu(fusex::linear(x, w, bias, o) - 2.0f * res),
+        [&](double v, auto, std::int64_t i, std::int64_t j) { return std::fmax(0.0, v + L.b(j) - 2 * L.r(i, j)); },
+        tol);
+    check_eval<T>(
+        s.s, P, fusex::gelu_tanh(fusex::linear(x, w, bias, o)) * 0.5f + res,
+        [&](double v, auto, std::int64_t i, std::int64_t j) { return gelu_tanh_ref(v + L.b(j)) * 0.5 + L.r(i, j); },
+        tol_split + 2e-4);
+    check_eval<T>(
+        s.s, P, fusex::map([] __host__ __device__(float v) { return v * v - 1.0f; }, fusex::linear(x, w, o)),
+        [](double v, auto, auto, auto) { return v * v - 1; }, tol_split * 4);
     // A bias along the rows: maps onto cuBLASLt with a column-major destination.
-    check_eval<T>(s.s, P, fusex::relu(fusex::matmul(x, w.t(), o) + L.col.v),
-                  [&](double v, auto, std::int64_t i, auto) { return std::fmax(0.0, v + L.c(i)); }, tol, true);
-    check_eval<T>(s.s, P, fusex::relu(fusex::matmul(x, w.t(), o) + L.col.v),
-                  [&](double v, auto, std::int64_t i, auto) { return std::fmax(0.0, v + L.c(i)); }, tol, false);
+    check_eval<T>(
+        s.s, P, fusex::relu(fusex::matmul(x, w.t(), o) + L.col.v),
+        [&](double v, auto, std::int64_t i, auto) { return std::fmax(0.0, v + L.c(i)); }, tol, true);
+    check_eval<T>(
+        s.s, P, fusex::relu(fusex::matmul(x, w.t(), o) + L.col.v),
+        [&](double v, auto, std::int64_t i, auto) { return std::fmax(0.0, v + L.c(i)); }, tol, false);
     // float32 destinations from any operand dtype (cuBLASLt writes float32 from float16/bfloat16).
-    check_eval<float>(s.s, P, fusex::linear(x, w, o), [](double v, auto, auto, auto) { return v; }, tolerance<float>(K));
+    check_eval<float>(
+        s.s, P, fusex::linear(x, w, o), [](double v, auto, auto, auto) { return v; }, tolerance<float>(K));
     // A float64 destination: cuBLASLt cannot write it, so GEMM + elementwise on the cuBLASLt path.
-    check_eval<double>(s.s, P, fusex::relu(fusex::linear(x, w, bias, o)),
-                       [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); }, tolerance<float>(K));
+    check_eval<double>(
+        s.s, P, fusex::relu(fusex::linear(x, w, bias, o)),
+        [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); }, tolerance<float>(K));
     // In place: the residual is the destination.
     {
       device_array<T> inout(static_cast<std::size_t>(M * N));
       inout.upload(L.res.host);
       fusex::view<T> io(inout.data(), {M, N});
       fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(io, fusex::linear(x, w, bias, o) + io, st); });
-      const std::string m = check(inout, expected(P, io, [&](double v, auto, std::int64_t i, std::int64_t j) { return v + L.b(j) + L.r(i, j); }), tol);
+      const std::string m = check(
+          inout,
+          expected(P, io, [&](double v, auto, std::int64_t i, std::int64_t j) { return v + L.b(j) + L.r(i, j); }), tol);
       INFO(m);
       CHECK(m.empty());
     }

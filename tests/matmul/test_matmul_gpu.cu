@@ -20,9 +20,9 @@ TEST_CASE("matmul gpu: odd shapes", "[matmul][gpu]") {
     linear_setup<float> L(sh[0], sh[1], sh[2], 7);
     for (auto p : all_paths) {
       INFO("path " << path_name(p));
-      check_eval<float>(s.s, L.P, fusex::relu(fusex::linear(L.x.v, L.w.v, L.bias.v, path(p))),
-                        [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); },
-                        tolerance<float>(sh[2]));
+      check_eval<float>(
+          s.s, L.P, fusex::relu(fusex::linear(L.x.v, L.w.v, L.bias.v, path(p))),
+          [&](double v, auto, auto, std::int64_t j) { return std::fmax(0.0, v + L.b(j)); }, tolerance<float>(sh[2]));
     }
   }
 }
@@ -41,14 +41,16 @@ TEST_CASE("matmul gpu: transposed and column-major operands", "[matmul][gpu]") {
     const product P = reference_product(a.on_host(), b.on_host());
     for (auto p : all_paths) {
       INFO("layout " << layout << " path " << path_name(p));
-      check_eval<float>(s.s, P, fusex::relu(fusex::matmul(av, bv, path(p)) + bias.v),
-                        [&](double v, auto, auto, std::int64_t j) {
-                          return std::fmax(0.0, v + static_cast<double>(bias.host[static_cast<std::size_t>(j)]));
-                        },
-                        tolerance<float>(K));
+      check_eval<float>(
+          s.s, P, fusex::relu(fusex::matmul(av, bv, path(p)) + bias.v),
+          [&](double v, auto, auto, std::int64_t j) {
+            return std::fmax(0.0, v + static_cast<double>(bias.host[static_cast<std::size_t>(j)]));
+          },
+          tolerance<float>(K));
       // A column-major destination too.
-      check_eval<float>(s.s, P, fusex::matmul(av, bv, path(p)), [](double v, auto, auto, auto) { return v; },
-                        tolerance<float>(K), true);
+      check_eval<float>(
+          s.s, P, fusex::matmul(av, bv, path(p)), [](double v, auto, auto, auto) { return v; }, tolerance<float>(K),
+          true);
     }
   }
 }
@@ -61,17 +63,19 @@ TEST_CASE("matmul gpu: batched", "[matmul][gpu]") {
   res.on_device({B, M, N});
   for (int form = 0; form < 3; ++form) {
     fusex::view<half> av = a.on_device({B, M, K});
-    fusex::view<half> bv = form == 0 ? b.on_device({B, K, N}) : (form == 1 ? b.on_device({K, N}) : b.on_device({B, N, K}).transpose(1, 2));
+    fusex::view<half> bv =
+        form == 0 ? b.on_device({B, K, N}) : (form == 1 ? b.on_device({K, N}) : b.on_device({B, N, K}).transpose(1, 2));
     b.v = bv;
     const product P = reference_product(a.on_host(), b.on_host());
     for (auto p : all_paths) {
       INFO("form " << form << " path " << path_name(p));
-      check_eval<half>(s.s, P, fusex::relu(fusex::matmul(av, bv, path(p)) + bias.v + res.v),
-                       [&](double v, std::int64_t z, std::int64_t i, std::int64_t j) {
-                         return std::fmax(0.0, v + fusex::convert<double>(bias.host[static_cast<std::size_t>(j)]) +
-                                                   fusex::convert<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]));
-                       },
-                       tolerance<half>(K));
+      check_eval<half>(
+          s.s, P, fusex::relu(fusex::matmul(av, bv, path(p)) + bias.v + res.v),
+          [&](double v, std::int64_t z, std::int64_t i, std::int64_t j) {
+            return std::fmax(0.0, v + fusex::convert<double>(bias.host[static_cast<std::size_t>(j)]) +
+                                      fusex::convert<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]));
+          },
+          tolerance<half>(K));
     }
   }
 }
@@ -83,13 +87,18 @@ TEST_CASE("matmul gpu: K = 0 and empty destinations", "[matmul][gpu]") {
   const product P{1, 8, 8, 0, std::vector<double>(64, 0.0)};
   for (auto p : all_paths) {
     INFO("path " << path_name(p));
-    check_eval<float>(s.s, P, fusex::relu(fusex::matmul(a.on_device({8, 0}), b.on_device({0, 8}), path(p)) + bias.v),
-                      [&](double, auto, auto, std::int64_t j) { return std::fmax(0.0, static_cast<double>(bias.host[static_cast<std::size_t>(j)])); },
-                      1e-7);
+    check_eval<float>(
+        s.s, P, fusex::relu(fusex::matmul(a.on_device({8, 0}), b.on_device({0, 8}), path(p)) + bias.v),
+        [&](double, auto, auto, std::int64_t j) {
+          return std::fmax(0.0, static_cast<double>(bias.host[static_cast<std::size_t>(j)]));
+        },
+        1e-7);
     device_array<float> out(1);
     fusex_test::run(s.s, [&](cudaStream_t st) {
-      fusex::eval(fusex::view<float>(out.data(), {0, 8}), fusex::matmul(a.on_device({0, 2}), b.on_device({2, 8}), path(p)), st);
-      fusex::eval(fusex::view<float>(out.data(), {8, 0}), fusex::matmul(a.on_device({8, 2}), b.on_device({2, 0}), path(p)), st);
+      fusex::eval(fusex::view<float>(out.data(), {0, 8}),
+                  fusex::matmul(a.on_device({0, 2}), b.on_device({2, 8}), path(p)), st);
+      fusex::eval(fusex::view<float>(out.data(), {8, 0}),
+                  fusex::matmul(a.on_device({8, 2}), b.on_device({2, 0}), path(p)), st);
     });
   }
 }
@@ -98,10 +107,11 @@ TEST_CASE("matmul gpu: TF32 only by opt-in", "[matmul][gpu]") {
   fusex_test::stream_guard s;
   linear_setup<float> L(256, 256, 512, 9);
   fusex::matmul_options o = path(fusex::matmul_path::cublaslt);
-  check_eval<float>(s.s, L.P, fusex::linear(L.x.v, L.w.v, o), [](double v, auto, auto, auto) { return v; }, tolerance<float>(512));
+  check_eval<float>(
+      s.s, L.P, fusex::linear(L.x.v, L.w.v, o), [](double v, auto, auto, auto) { return v; }, tolerance<float>(512));
   o.allow_tf32 = true;
-  check_eval<float>(s.s, L.P, fusex::linear(L.x.v, L.w.v, o), [](double v, auto, auto, auto) { return v; },
-                    2e-3 * std::sqrt(512.0));
+  check_eval<float>(
+      s.s, L.P, fusex::linear(L.x.v, L.w.v, o), [](double v, auto, auto, auto) { return v; }, 2e-3 * std::sqrt(512.0));
 }
 
 TEST_CASE("matmul gpu: bad input", "[matmul][gpu][errors]") {
@@ -124,7 +134,8 @@ TEST_CASE("matmul gpu: bad input", "[matmul][gpu][errors]") {
   INFO(inner);
   CHECK(inner.find("inner dimensions do not match (3 vs 4)") != std::string::npos);
   const std::string strides = what([&] {
-    fusex::eval(fusex::view<float>(out.data(), {4, 4}), fusex::matmul(a.on_device({4, 4}, {8, 2}), b.on_device({4, 4})), s.s);
+    fusex::eval(fusex::view<float>(out.data(), {4, 4}), fusex::matmul(a.on_device({4, 4}, {8, 2}), b.on_device({4, 4})),
+                s.s);
   });
   INFO(strides);
   CHECK(strides.find("strides [8, 2]") != std::string::npos);

@@ -16,10 +16,10 @@
 #include <vector>
 
 // Catch2 v2 and v3 spell substring matchers differently; this works with both.
-#define CHECK_CONTAINS(text, part)                     \
-  do {                                                 \
-    const std::string fusex_text_ = (text);            \
-    INFO(fusex_text_);                                 \
+#define CHECK_CONTAINS(text, part)                      \
+  do {                                                  \
+    const std::string fusex_text_ = (text);             \
+    INFO(fusex_text_);                                  \
     CHECK(fusex_text_.find(part) != std::string::npos); \
   } while (0)
 
@@ -33,7 +33,9 @@ using fusex_test::random_values;
 struct mat {
   std::vector<double> v;
   std::int64_t b, m, n;
-  double at(std::int64_t z, std::int64_t i, std::int64_t j) const { return v[static_cast<std::size_t>((z * m + i) * n + j)]; }
+  double at(std::int64_t z, std::int64_t i, std::int64_t j) const {
+    return v[static_cast<std::size_t>((z * m + i) * n + j)];
+  }
 };
 
 template <class T>
@@ -78,7 +80,9 @@ void check_close(const std::vector<T>& got, const std::vector<double>& ref, doub
   CHECK(m.empty());
 }
 
-double gelu_tanh_ref(double x) { return 0.5 * x * (1 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }
+double gelu_tanh_ref(double x) {
+  return 0.5 * x * (1 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
 double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double silu_ref(double x) { return x / (1 + std::exp(-x)); }
 
@@ -95,7 +99,8 @@ void host_shapes_case(std::int64_t M, std::int64_t N, std::int64_t K, unsigned s
   std::vector<double> ref(out.size());
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j)
-      ref[static_cast<std::size_t>(i * N + j)] = fusex_test::round_to<T>(std::fmax(0.0, P.at(0, i, j) + fusex::convert<double>(biasv[static_cast<std::size_t>(j)])));
+      ref[static_cast<std::size_t>(i * N + j)] = fusex_test::round_to<T>(
+          std::fmax(0.0, P.at(0, i, j) + fusex::convert<double>(biasv[static_cast<std::size_t>(j)])));
   check_close(out, ref, host_tol<T>(K));
 }
 
@@ -127,7 +132,9 @@ TEST_CASE("matmul host: every epilogue form", "[matmul][host]") {
     return r;
   };
   auto B = [&](std::int64_t j) { return static_cast<double>(bv[static_cast<std::size_t>(j)]); };
-  auto Res = [&](std::int64_t i, std::int64_t j) { return static_cast<double>(rv[static_cast<std::size_t>(i * N + j)]); };
+  auto Res = [&](std::int64_t i, std::int64_t j) {
+    return static_cast<double>(rv[static_cast<std::size_t>(i * N + j)]);
+  };
   std::vector<float> out(static_cast<std::size_t>(M * N));
   fusex::view<float> o(out.data(), {M, N});
   const double tol = 1e-5;
@@ -149,15 +156,20 @@ TEST_CASE("matmul host: every epilogue form", "[matmul][host]") {
   fusex::host::eval(o, fusex::linear(x, w) - 2.0f * res);
   check_close(out, R([&](double p, std::int64_t i, std::int64_t j) { return p - 2 * Res(i, j); }), tol);
   fusex::host::eval(o, fusex::gelu_tanh(fusex::linear(x, w, bias)) * 0.5f + res);
-  check_close(out, R([&](double p, std::int64_t i, std::int64_t j) { return gelu_tanh_ref(p + B(j)) * 0.5 + Res(i, j); }), tol);
+  check_close(
+      out, R([&](double p, std::int64_t i, std::int64_t j) { return gelu_tanh_ref(p + B(j)) * 0.5 + Res(i, j); }), tol);
   fusex::host::eval(o, fusex::matmul(x, w.t()) + col);
-  check_close(out, R([&](double p, std::int64_t i, auto) { return p + static_cast<double>(cv[static_cast<std::size_t>(i)]); }), tol);
+  check_close(
+      out, R([&](double p, std::int64_t i, auto) { return p + static_cast<double>(cv[static_cast<std::size_t>(i)]); }),
+      tol);
   fusex::host::eval(o, fusex::map([](float v) { return v * v; }, fusex::linear(x, w)));
   check_close(out, R([](double p, auto, auto) { return p * p; }), 1e-5);
   // A cast to the destination's dtype, into float16 and bfloat16 destinations.
   std::vector<half> oh(static_cast<std::size_t>(M * N));
   fusex::host::eval(fusex::view<half>(oh.data(), {M, N}), fusex::cast<half>(fusex::relu(fusex::linear(x, w, bias))));
-  check_close(oh, R([&](double p, auto, std::int64_t j) { return fusex_test::round_to<half>(std::fmax(0.0, p + B(j))); }), 2e-3);
+  check_close(oh,
+              R([&](double p, auto, std::int64_t j) { return fusex_test::round_to<half>(std::fmax(0.0, p + B(j))); }),
+              2e-3);
   std::vector<bfloat16> ob(static_cast<std::size_t>(M * N));
   fusex::host::eval(fusex::view<bfloat16>(ob.data(), {M, N}), fusex::linear(x, w, bias));
   check_close(ob, R([&](double p, auto, std::int64_t j) { return fusex_test::round_to<bfloat16>(p + B(j)); }), 1.6e-2);
@@ -210,9 +222,10 @@ TEST_CASE("matmul host: transposed, column-major and batched operands", "[matmul
 TEST_CASE("matmul host: empty shapes", "[matmul][host]") {
   std::vector<float> a(8, 1.0f), b(8, 1.0f), bias(4, 2.0f), out(16, -1.0f);
   // K = 0: the epilogue of zeros.
-  fusex::host::eval(fusex::view<float>(out.data(), {4, 4}),
-                    fusex::relu(fusex::matmul(fusex::view<float>(a.data(), {4, 0}), fusex::view<float>(b.data(), {0, 4})) +
-                                fusex::view<float>(bias.data(), {4})));
+  fusex::host::eval(
+      fusex::view<float>(out.data(), {4, 4}),
+      fusex::relu(fusex::matmul(fusex::view<float>(a.data(), {4, 0}), fusex::view<float>(b.data(), {0, 4})) +
+                  fusex::view<float>(bias.data(), {4})));
   for (float v : out) CHECK(v == 2.0f);
   // M = 0 and N = 0: nothing to write.
   fusex::host::eval(fusex::view<float>(out.data(), {0, 4}),
@@ -244,8 +257,8 @@ fusex::detail::matmul_decision decide(const fusex::view<D>& d, const E& e) {
 }  // namespace
 
 TEST_CASE("matmul host: epilogues that map onto cuBLASLt", "[matmul][host][mapping]") {
-  using fusex::detail::matmul_route;
   using fusex::detail::epilogue_activation;
+  using fusex::detail::matmul_route;
   mapping_fixture f;
   auto mm = [&] { return fusex::linear(f.x, f.w, f.lt); };
   {
@@ -335,8 +348,7 @@ TEST_CASE("matmul host: epilogues that fall back, and why", "[matmul][host][mapp
   };
   CHECK_CONTAINS(why(decide(f.out, fusex::gelu(mm() + f.bias))), ("erf"));
   CHECK_CONTAINS(why(decide(f.out, fusex::silu(mm() + f.bias))), ("silu"));
-  CHECK_CONTAINS(why(decide(f.out, fusex::gelu_tanh(mm() + f.bias) * 0.5f + f.res)),
-             ("activation below"));
+  CHECK_CONTAINS(why(decide(f.out, fusex::gelu_tanh(mm() + f.bias) * 0.5f + f.res)), ("activation below"));
   CHECK_CONTAINS(why(decide(f.out, mm() * f.res)), ("product of two tensors"));
   CHECK_CONTAINS(why(decide(f.out, mm() + 1.0f)), ("constant"));
   CHECK_CONTAINS(why(decide(f.out, mm() + 2.0f * f.bias)), ("scaled bias"));
@@ -359,13 +371,15 @@ TEST_CASE("matmul host: epilogues that fall back, and why", "[matmul][host][mapp
   std::vector<float> red(f.M);
   CHECK_CONTAINS(why(decide(fusex::view<float>(red.data(), {f.M}), fusex::sum(mm(), 1))), ("reduction"));
   // K = 0.
-  CHECK_CONTAINS(why(decide(f.out, fusex::matmul(fusex::view<float>(f.xv.data(), {f.M, 0}), fusex::view<float>(f.wv.data(), {0, f.N}), f.lt))),
-             ("K = 0"));
+  CHECK_CONTAINS(why(decide(f.out, fusex::matmul(fusex::view<float>(f.xv.data(), {f.M, 0}),
+                                                 fusex::view<float>(f.wv.data(), {0, f.N}), f.lt))),
+                 ("K = 0"));
 }
 
 TEST_CASE("matmul host: the epilogue form of a tree", "[matmul][host][mapping]") {
   mapping_fixture f;
-  const auto form = fusex::detail::describe_epilogue(fusex::cast<float>(fusex::relu(3.0f * (fusex::linear(f.x, f.w) - f.res) + f.bias)));
+  const auto form = fusex::detail::describe_epilogue(
+      fusex::cast<float>(fusex::relu(3.0f * (fusex::linear(f.x, f.w) - f.res) + f.bias)));
   REQUIRE(form.affine);
   CHECK(form.act == fusex::detail::epilogue_activation::relu);
   CHECK(std::string(form.cast_dtype) == "float32");
@@ -402,12 +416,14 @@ TEST_CASE("matmul host: the path chooser", "[matmul][host][chooser]") {
   fusex::set_matmul_chooser(saved);
   // Arbitrary epilogues are one kernel on the fusex path.
   fusex::view<float> x(xv.data(), {16, 256}), out(ov.data(), {16, 256});
-  CHECK(fusex::detail::plan_matmul(out, fusex::silu(fusex::linear(x, w, bias)) * 3.0f).route == matmul_route::fusex_kernel);
+  CHECK(fusex::detail::plan_matmul(out, fusex::silu(fusex::linear(x, w, bias)) * 3.0f).route ==
+        matmul_route::fusex_kernel);
 }
 
-TEST_CASE("matmul host: the part of an epilogue cuBLASLt computes before the rest (route 3)", "[matmul][host][mapping]") {
-  using fusex::detail::matmul_route;
+TEST_CASE("matmul host: the part of an epilogue cuBLASLt computes before the rest (route 3)",
+          "[matmul][host][mapping]") {
   using fusex::detail::epilogue_activation;
+  using fusex::detail::matmul_route;
   mapping_fixture f;
   auto mm = [&] { return fusex::linear(f.x, f.w, f.lt); };
   {
@@ -489,17 +505,18 @@ TEST_CASE("matmul host: the plan printer", "[matmul][host][explain]") {
   INFO(b2);
   CHECK_CONTAINS(b2, ("GEMM into a float32 temporary"));
   std::vector<float> xs(16 * f.K), os(16 * f.N);
-  const std::string c = fusex::explain(fusex::view<float>(os.data(), {16, f.N}),
-                                       fusex::relu(fusex::linear(fusex::view<float>(xs.data(), {16, f.K}), f.w, f.bias)));
+  const std::string c =
+      fusex::explain(fusex::view<float>(os.data(), {16, f.N}),
+                     fusex::relu(fusex::linear(fusex::view<float>(xs.data(), {16, f.K}), f.w, f.bias)));
   INFO(c);
   CHECK_CONTAINS(c, ("fusex GEMM kernel"));
   CHECK_CONTAINS(c, ("M-tile 8, warps split K"));  // linear's weight is contiguous along K
   // A right operand contiguous along N (attention's p @ v, here a column slice of wider rows):
   // the N-major variant.
   std::vector<float> bs(static_cast<std::size_t>(f.K * 3 * f.N));
-  const std::string d = fusex::explain(
-      fusex::view<float>(os.data(), {16, f.N}),
-      fusex::matmul(fusex::view<float>(xs.data(), {16, f.K}), fusex::make_view(bs.data() + f.N, {f.K, f.N}, {3 * f.N, 1})));
+  const std::string d = fusex::explain(fusex::view<float>(os.data(), {16, f.N}),
+                                       fusex::matmul(fusex::view<float>(xs.data(), {16, f.K}),
+                                                     fusex::make_view(bs.data() + f.N, {f.K, f.N}, {3 * f.N, 1})));
   INFO(d);
   CHECK_CONTAINS(d, ("fusex GEMM kernel"));
   CHECK_CONTAINS(d, ("threads along N, 4 rows per thread"));
@@ -511,13 +528,15 @@ TEST_CASE("matmul host: the plan printer", "[matmul][host][explain]") {
   CHECK_FALSE(fusex::detail::small_m_threads_along_n(f.N, 1, 1, f.K));        // one column: split K
   {  // a long K with the same layout prints the K split
     std::vector<float> xl(16 * 512), bl(512 * f.N);
-    const std::string l = fusex::explain(fusex::view<float>(os.data(), {16, f.N}),
-                                         fusex::matmul(fusex::view<float>(xl.data(), {16, 512}), fusex::view<float>(bl.data(), {512, f.N})));
+    const std::string l = fusex::explain(
+        fusex::view<float>(os.data(), {16, f.N}),
+        fusex::matmul(fusex::view<float>(xl.data(), {16, 512}), fusex::view<float>(bl.data(), {512, f.N})));
     INFO(l);
     CHECK_CONTAINS(l, ("warps split K"));
   }
-  CHECK_CONTAINS(fusex::explain(fusex::view<float>(os.data(), {0, f.N}), fusex::linear(fusex::view<float>(xs.data(), {0, f.K}), f.w)),
-             ("empty"));
+  CHECK_CONTAINS(fusex::explain(fusex::view<float>(os.data(), {0, f.N}),
+                                fusex::linear(fusex::view<float>(xs.data(), {0, f.K}), f.w)),
+                 ("empty"));
 }
 
 TEST_CASE("matmul host: bad input", "[matmul][host][errors]") {
@@ -530,31 +549,41 @@ TEST_CASE("matmul host: bad input", "[matmul][host][errors]") {
     }
     return std::string("no exception");
   };
-  const std::string inner = msg([&] { (void)fusex::matmul(fusex::view<float>(a.data(), {4, 3}), fusex::view<float>(b.data(), {4, 4})); });
+  const std::string inner = msg([&] {
+    (void)fusex::matmul(fusex::view<float>(a.data(), {4, 3}), fusex::view<float>(b.data(), {4, 4}));
+  });
   CHECK_CONTAINS(inner, ("inner dimensions do not match (3 vs 4)"));
   CHECK_CONTAINS(inner, ("[4, 3] strides [3, 1]"));
-  CHECK_THROWS_AS(fusex::matmul(fusex::view<float>(a.data(), {4, 3}), fusex::view<float>(b.data(), {4, 4})), fusex::shape_error);
+  CHECK_THROWS_AS(fusex::matmul(fusex::view<float>(a.data(), {4, 3}), fusex::view<float>(b.data(), {4, 4})),
+                  fusex::shape_error);
   const std::string batch = msg([&] {
     (void)fusex::matmul(fusex::view<float>(a.data(), {2, 2, 2}), fusex::view<float>(b.data(), {3, 2, 2}));
   });
   CHECK_CONTAINS(batch, ("batch dimensions do not match (2 vs 3)"));
-  CHECK_CONTAINS(msg([&] { (void)fusex::matmul(fusex::view<float>(a.data(), {8}), fusex::view<float>(b.data(), {8, 1})); }),
-             ("2-D matrices or 3-D"));
   CHECK_CONTAINS(msg([&] {
-               (void)fusex::linear(fusex::view<float>(a.data(), {4, 4}), fusex::view<float>(b.data(), {4, 4}),
-                                   fusex::view<float>(o.data(), {5}));
-             }),
-             ("bias must have shape [N] = [4]; got [5]"));
+                   (void)fusex::matmul(fusex::view<float>(a.data(), {8}), fusex::view<float>(b.data(), {8, 1}));
+                 }),
+                 ("2-D matrices or 3-D"));
+  CHECK_CONTAINS(msg([&] {
+                   (void)fusex::linear(fusex::view<float>(a.data(), {4, 4}), fusex::view<float>(b.data(), {4, 4}),
+                                       fusex::view<float>(o.data(), {5}));
+                 }),
+                 ("bias must have shape [N] = [4]; got [5]"));
   // Strides cuBLASLt cannot take: no unit stride in either matrix dimension.
   fusex::view<float> strided(a.data(), {4, 4}, {8, 2});
-  const std::string st = msg([&] { fusex::host::eval(fusex::view<float>(o.data(), {4, 4}), fusex::matmul(strided, fusex::view<float>(b.data(), {4, 4}))); });
+  const std::string st = msg([&] {
+    fusex::host::eval(fusex::view<float>(o.data(), {4, 4}),
+                      fusex::matmul(strided, fusex::view<float>(b.data(), {4, 4})));
+  });
   CHECK_CONTAINS(st, ("operand a (float32 [4, 4] strides [8, 2])"));
-  CHECK_THROWS_AS(fusex::host::eval(fusex::view<float>(o.data(), {4, 4}), fusex::matmul(strided, fusex::view<float>(b.data(), {4, 4}))),
+  CHECK_THROWS_AS(fusex::host::eval(fusex::view<float>(o.data(), {4, 4}),
+                                    fusex::matmul(strided, fusex::view<float>(b.data(), {4, 4}))),
                   fusex::invalid_argument);
   // A destination the expression does not broadcast to.
-  CHECK_THROWS_AS(fusex::host::eval(fusex::view<float>(o.data(), {4, 5}),
-                                    fusex::matmul(fusex::view<float>(a.data(), {4, 4}), fusex::view<float>(b.data(), {4, 4}))),
-                  fusex::shape_error);
+  CHECK_THROWS_AS(
+      fusex::host::eval(fusex::view<float>(o.data(), {4, 5}),
+                        fusex::matmul(fusex::view<float>(a.data(), {4, 4}), fusex::view<float>(b.data(), {4, 4}))),
+      fusex::shape_error);
 }
 
 TEST_CASE("matmul host: cublas_error carries the status name and the call", "[matmul][host][errors]") {
@@ -584,24 +613,47 @@ TEST_CASE("matmul host: each bad input throws its type and names the shapes", "[
     }
     return std::string("no exception of the expected type");
   };
-  struct shape_err { using type = fusex::shape_error; };
-  struct invalid_arg { using type = fusex::invalid_argument; };
+  struct shape_err {
+    using type = fusex::shape_error;
+  };
+  struct invalid_arg {
+    using type = fusex::invalid_argument;
+  };
   const fusex::view<float> a44(a.data(), {4, 4}), b44(b.data(), {4, 4});
-  CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::matmul(fusex::view<float>(a.data(), {8}), fusex::view<float>(b.data(), {8, 1})); }),
-                 ("operands must be 2-D matrices or 3-D batches of matrices; got float32 [8] strides [1] and float32 [8, 1]"));
-  CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::matmul(fusex::view<float>(a.data(), {4, 3}), b44); }),
-                 ("inner dimensions do not match (3 vs 4): float32 [4, 3] strides [3, 1] and float32 [4, 4] strides [4, 1]"));
-  CHECK_CONTAINS(typed(shape_err{}, [&] {
-                   (void)fusex::matmul(fusex::view<float>(a.data(), {2, 2, 2}), fusex::view<float>(b.data(), {3, 2, 2}));
-                 }),
-                 ("batch dimensions do not match (2 vs 3)"));
-  CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::linear(a44, fusex::view<float>(b.data(), {2, 4, 4})); }),
+  CHECK_CONTAINS(
+      typed(shape_err{},
+            [&] {
+              (void)fusex::matmul(fusex::view<float>(a.data(), {8}), fusex::view<float>(b.data(), {8, 1}));
+            }),
+      ("operands must be 2-D matrices or 3-D batches of matrices; got float32 [8] strides [1] and float32 [8, 1]"));
+  CHECK_CONTAINS(
+      typed(shape_err{},
+            [&] {
+              (void)fusex::matmul(fusex::view<float>(a.data(), {4, 3}), b44);
+            }),
+      ("inner dimensions do not match (3 vs 4): float32 [4, 3] strides [3, 1] and float32 [4, 4] strides [4, 1]"));
+  CHECK_CONTAINS(
+      typed(shape_err{},
+            [&] {
+              (void)fusex::matmul(fusex::view<float>(a.data(), {2, 2, 2}), fusex::view<float>(b.data(), {3, 2, 2}));
+            }),
+      ("batch dimensions do not match (2 vs 3)"));
+  CHECK_CONTAINS(typed(shape_err{},
+                       [&] {
+                         (void)fusex::linear(a44, fusex::view<float>(b.data(), {2, 4, 4}));
+                       }),
                  ("fusex::linear: the weight must be 2-D [N, K]; got [2, 4, 4]"));
   CHECK_CONTAINS(typed(shape_err{}, [&] { (void)fusex::linear(a44, b44, fusex::view<float>(o.data(), {5})); }),
                  ("the bias must have shape [N] = [4]; got [5] (weight [4, 4])"));
   const fusex::view<float> strided(a.data(), {4, 4}, {8, 2});
-  CHECK_CONTAINS(typed(invalid_arg{}, [&] { fusex::host::eval(fusex::view<float>(o.data(), {4, 4}), fusex::matmul(strided, b44)); }),
+  CHECK_CONTAINS(typed(invalid_arg{},
+                       [&] {
+                         fusex::host::eval(fusex::view<float>(o.data(), {4, 4}), fusex::matmul(strided, b44));
+                       }),
                  ("operand a (float32 [4, 4] strides [8, 2]) is not a matrix layout cuBLASLt takes"));
-  CHECK_CONTAINS(typed(shape_err{}, [&] { fusex::host::eval(fusex::view<float>(o.data(), {4, 5}), fusex::matmul(a44, b44)); }),
+  CHECK_CONTAINS(typed(shape_err{},
+                       [&] {
+                         fusex::host::eval(fusex::view<float>(o.data(), {4, 5}), fusex::matmul(a44, b44));
+                       }),
                  ("cannot evaluate an expression of shape [4, 4] into a destination of shape [4, 5]"));
 }

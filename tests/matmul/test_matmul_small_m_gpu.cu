@@ -37,10 +37,13 @@ void small_m_sweep(std::int64_t N, std::int64_t K) {
     INFO(plan);
     CHECK(plan.find("fusex GEMM kernel") != std::string::npos);
     fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
-    const std::string m = check(out, expected(P, o, [&](double v, auto, auto, std::int64_t j) {
-                                  return std::fmax(0.0, v + fusex::convert<double>(bias.host[static_cast<std::size_t>(j)]));
-                                }),
-                                tolerance<T>(K));
+    const std::string m =
+        check(out,
+              expected(P, o,
+                       [&](double v, auto, auto, std::int64_t j) {
+                         return std::fmax(0.0, v + fusex::convert<double>(bias.host[static_cast<std::size_t>(j)]));
+                       }),
+              tolerance<T>(K));
     INFO(m);
     CHECK(m.empty());
   }
@@ -55,11 +58,12 @@ TEST_CASE("matmul gpu: small-M path, vector loads", "[matmul][gpu][small_m]") {
   small_m_sweep<float>(250, 1024);  // a partial last block of columns
 }
 
-TEST_CASE("matmul gpu: small-M path, block shapes (K split over 1 to 4 warps, partial tiles)", "[matmul][gpu][small_m]") {
-  small_m_sweep<float>(250, 8);       // K = 8: one warp, two threads with loads
-  small_m_sweep<bfloat16>(37, 64);    // one warp, a partial last column tile
-  small_m_sweep<float>(6, 512);       // four warps, N below one tile of 8 columns
-  small_m_sweep<half>(100, 4096);     // four warps, several steps per thread
+TEST_CASE("matmul gpu: small-M path, block shapes (K split over 1 to 4 warps, partial tiles)",
+          "[matmul][gpu][small_m]") {
+  small_m_sweep<float>(250, 8);     // K = 8: one warp, two threads with loads
+  small_m_sweep<bfloat16>(37, 64);  // one warp, a partial last column tile
+  small_m_sweep<float>(6, 512);     // four warps, N below one tile of 8 columns
+  small_m_sweep<half>(100, 4096);   // four warps, several steps per thread
 }
 
 TEST_CASE("matmul gpu: small-M path, element loads (K not a multiple of the vector)", "[matmul][gpu][small_m]") {
@@ -89,10 +93,13 @@ TEST_CASE("matmul gpu: small-M path, strided operands and M above 64", "[matmul]
       const auto e = fusex::gelu(fusex::linear(xv, w.v, bias.v, path(fusex::matmul_path::fusex))) - 1.0f;
       CHECK(fusex::explain(o, e).find("fusex GEMM kernel") != std::string::npos);
       fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
-      const std::string m = check(out, expected(P, o, [&](double v, auto, auto, std::int64_t j) {
-                                    return gelu_ref(v + static_cast<double>(bias.host[static_cast<std::size_t>(j)])) - 1;
-                                  }),
-                                  tolerance<float>(K) * 2);
+      const std::string m =
+          check(out,
+                expected(P, o,
+                         [&](double v, auto, auto, std::int64_t j) {
+                           return gelu_ref(v + static_cast<double>(bias.host[static_cast<std::size_t>(j)])) - 1;
+                         }),
+                tolerance<float>(K) * 2);
       INFO(m);
       CHECK(m.empty());
     }
@@ -114,10 +121,13 @@ TEST_CASE("matmul gpu: small-M path, batched with strided operands", "[matmul][g
   fusex_test::run(s.s, [&](cudaStream_t st) {
     fusex::eval(o, fusex::silu(fusex::matmul(av, b.v, path(fusex::matmul_path::fusex))) * 2.0f + res.v, st);
   });
-  const std::string m = check(out, expected(P, o, [&](double v, std::int64_t z, std::int64_t i, std::int64_t j) {
-                                return silu_ref(v) * 2 + static_cast<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]);
-                              }),
-                              tolerance<float>(K) * 4);
+  const std::string m = check(
+      out,
+      expected(P, o,
+               [&](double v, std::int64_t z, std::int64_t i, std::int64_t j) {
+                 return silu_ref(v) * 2 + static_cast<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]);
+               }),
+      tolerance<float>(K) * 4);
   INFO(m);
   CHECK(m.empty());
 }
@@ -130,7 +140,8 @@ template <class T>
 void n_major_case(std::int64_t B, std::int64_t M, std::int64_t N, std::int64_t K, unsigned seed) {
   INFO(fusex::dtype_name<T>() << " B " << B << " M " << M << " N " << N << " K " << K);
   fusex_test::stream_guard s;
-  operand<T> pm(static_cast<std::size_t>(B * M * K), -1, 1, seed), qkv(static_cast<std::size_t>(B * K * 3 * N), -1, 1, seed + 1),
+  operand<T> pm(static_cast<std::size_t>(B * M * K), -1, 1, seed),
+      qkv(static_cast<std::size_t>(B * K * 3 * N), -1, 1, seed + 1),
       res(static_cast<std::size_t>(B * M * N), -1, 1, seed + 2);
   pm.on_device({B, M, K});
   const fusex::strides_t v_strides{K * 3 * N, 3 * N, 1};
@@ -146,10 +157,13 @@ void n_major_case(std::int64_t B, std::int64_t M, std::int64_t N, std::int64_t K
   INFO(plan);
   CHECK(plan.find("threads along N") != std::string::npos);
   fusex_test::run(s.s, [&](cudaStream_t st) { fusex::eval(o, e, st); });
-  const std::string m = check(out, expected(P, o, [&](double x, std::int64_t z, std::int64_t i, std::int64_t j) {
-                                return x * 0.5 + fusex::convert<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]);
-                              }),
-                              tolerance<T>(K) * 2);
+  const std::string m =
+      check(out,
+            expected(P, o,
+                     [&](double x, std::int64_t z, std::int64_t i, std::int64_t j) {
+                       return x * 0.5 + fusex::convert<double>(res.host[static_cast<std::size_t>((z * M + i) * N + j)]);
+                     }),
+            tolerance<T>(K) * 2);
   INFO(m);
   CHECK(m.empty());
 }
@@ -164,7 +178,8 @@ TEST_CASE("matmul gpu: small-M path, N-major variant (right operand contiguous a
   n_major_case<half>(3, 7, 300, 37, 23);
   for (std::int64_t M : {1, 3, 4, 5, 9, 64})
     for (std::int64_t N : {2, 33, 129})
-      for (std::int64_t K : {1, 3, 4, 13}) n_major_case<float>(2, M, N, K, static_cast<unsigned>(100 + M * 31 + N * 7 + K));
+      for (std::int64_t K : {1, 3, 4, 13})
+        n_major_case<float>(2, M, N, K, static_cast<unsigned>(100 + M * 31 + N * 7 + K));
 }
 
 // Eager in both runs (not through fusex_test::run): it counts nodes in raw captures of its own and
@@ -218,7 +233,9 @@ struct mlp {
     auto x0 = fusex_test::random_values<float>(static_cast<std::size_t>(batch * width), -1, 1, 3);
     h[0].upload(x0);
   }
-  fusex::view<float> act(std::int64_t l) { return fusex::view<float>(h[static_cast<std::size_t>(l)].data(), {batch, width}); }
+  fusex::view<float> act(std::int64_t l) {
+    return fusex::view<float>(h[static_cast<std::size_t>(l)].data(), {batch, width});
+  }
   void run(cudaStream_t s, fusex::matmul_options o) {
     for (std::int64_t l = 0; l < layers; ++l) {
       const auto L = static_cast<std::size_t>(l);
@@ -233,10 +250,14 @@ struct mlp {
       const auto& W = w[static_cast<std::size_t>(l)];
       const product P = reference_product(inv, W.on_host().t());
       fusex::view<float> ov(h[static_cast<std::size_t>(l + 1)].data(), {batch, width});
-      const std::string m = check(h[static_cast<std::size_t>(l + 1)], expected(P, ov, [&](double v, auto, auto, std::int64_t j) {
-                                    return std::fmax(0.0, v + static_cast<double>(b[static_cast<std::size_t>(l)].host[static_cast<std::size_t>(j)]));
-                                  }),
-                                  tolerance<float>(width));
+      const std::string m = check(
+          h[static_cast<std::size_t>(l + 1)],
+          expected(P, ov,
+                   [&](double v, auto, auto, std::int64_t j) {
+                     return std::fmax(0.0, v + static_cast<double>(
+                                                   b[static_cast<std::size_t>(l)].host[static_cast<std::size_t>(j)]));
+                   }),
+          tolerance<float>(width));
       INFO("layer " << l << ": " << m);
       CHECK(m.empty());
     }

@@ -162,7 +162,8 @@ struct fake_backend {
   cudaStream_t create_service_stream() {
     std::lock_guard<std::mutex> l(w->m);
     ++w->service_streams;
-    return reinterpret_cast<cudaStream_t>(std::uintptr_t{0x5e5e0000} + static_cast<std::uintptr_t>(w->service_streams) * 16);
+    return reinterpret_cast<cudaStream_t>(std::uintptr_t{0x5e5e0000} +
+                                          static_cast<std::uintptr_t>(w->service_streams) * 16);
   }
   void destroy_service_stream(cudaStream_t) noexcept {}
   fusex::detail::capture_state capture_status(cudaStream_t s) {
@@ -177,7 +178,8 @@ struct fake_backend {
     std::lock_guard<std::mutex> l(w->m);
     if (w->destroyed.count(s) != 0) ++w->destroyed_touches;
     // As CUDA's cudaStreamGetDevice, which refuses a capturing stream.
-    if (w->streams[s].capturing) throw fusex::cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamGetDevice", __FILE__, __LINE__);
+    if (w->streams[s].capturing)
+      throw fusex::cuda_error(cudaErrorStreamCaptureUnsupported, "cudaStreamGetDevice", __FILE__, __LINE__);
     if (w->foreign.count(s) != 0) throw fusex::invalid_argument("fake: stream of another device");
   }
 };

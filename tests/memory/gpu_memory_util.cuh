@@ -29,8 +29,7 @@ __device__ inline unsigned long long global_ns() {
 static __global__ void slow_fill(unsigned* x, std::size_t n, unsigned seed, unsigned long long spin_ns) {
   if (spin_ns != 0) {
     const unsigned long long t0 = global_ns();
-    while (global_ns() - t0 < spin_ns) {
-    }
+    while (global_ns() - t0 < spin_ns) {}
   }
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
@@ -42,8 +41,7 @@ static __global__ void slow_check(const unsigned* x, std::size_t n, unsigned see
                                   unsigned long long* bad) {
   if (spin_ns != 0) {
     const unsigned long long t0 = global_ns();
-    while (global_ns() - t0 < spin_ns) {
-    }
+    while (global_ns() - t0 < spin_ns) {}
   }
   unsigned long long local = 0;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;

@@ -49,14 +49,13 @@ std::string message_of(F&& f) {
   return "(no exception)";
 }
 
-
 }  // namespace
 
 TEST_CASE("size classes: eight per power of two, monotonic", "[memory][host]") {
   using fusex::detail::size_class_of;
   CHECK(size_class_of(256) == 0);
   std::size_t prev = 0;
-  for (std::size_t s = 256; s < (std::size_t{1} << 30); s += s / 8 > 256 ? (s / 8) / 256 * 256 : 256) {
+  for (std::size_t s = 256; s<(std::size_t{1} << 30); s += s / 8> 256 ? (s / 8) / 256 * 256 : 256) {
     const std::size_t c = size_class_of(s);
     CHECK(c >= prev);
     prev = c;
@@ -127,8 +126,7 @@ TEST_CASE("arena: zero bytes, alignment rules, statistics", "[memory][host]") {
   CHECK(a.validate().empty());
 }
 
-TEST_CASE("arena: in-use statistics published in batches stay exact, the peak within its bounds",
-          "[memory][host]") {
+TEST_CASE("arena: in-use statistics published in batches stay exact, the peak within its bounds", "[memory][host]") {
   // stats_batch_bytes > 0: a thread publishes a rise once it reaches the batch, a fall only once it
   // exceeds what the thread keeps cached. bytes_in_use adds the unpublished parts back (exact);
   // the peak is at most a batch below the true peak and, with other threads' cached frees still
@@ -778,7 +776,7 @@ TEST_CASE("arena: the per-thread default stream is keyed by thread", "[memory][h
   void* r = nullptr;
   std::thread t([&] { r = a.allocate_async(2 * MiB, 256, cudaStreamPerThread); });
   t.join();
-  CHECK(r == p);       // another thread's per-thread stream: handed over with a wait
+  CHECK(r == p);  // another thread's per-thread stream: handed over with a wait
   CHECK(w->waits == 1);
   std::thread t2([&] { a.deallocate_async(r, 2 * MiB, 256, cudaStreamPerThread); });
   t2.join();
@@ -928,7 +926,8 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
     fake_arena::private_pool none;
     const std::string m0 = thrown_message<fusex::invalid_argument>([&] { a.end_private_pool(none); });
     CHECK(contains(m0, "end_private_pool with an empty private_pool handle"));
-    CHECK(contains(thrown_message<fusex::invalid_argument>([&] { none.reserve(MiB, origin); }), "private_pool: empty handle"));
+    CHECK(contains(thrown_message<fusex::invalid_argument>([&] { none.reserve(MiB, origin); }),
+                   "private_pool: empty handle"));
     fusex::private_pool_options po;
     po.reserve_bytes = 2 * MiB;
     auto pool = a.make_private_pool(origin, po);
@@ -948,7 +947,8 @@ TEST_CASE("arena: each misuse throws its type and names the call and the culprit
       caught = true;
       const std::string m = e.what();
       INFO(m);
-      CHECK(contains(m, "graph-private pool exhausted during stream capture: cannot allocate " + std::to_string(8 * MiB) + " bytes"));
+      CHECK(contains(m, "graph-private pool exhausted during stream capture: cannot allocate " +
+                            std::to_string(8 * MiB) + " bytes"));
       CHECK(contains(m, "on stream " + format_pointer(origin)));
       CHECK(e.requested_bytes() == 8 * MiB);
     }

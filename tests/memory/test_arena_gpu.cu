@@ -207,7 +207,7 @@ TEST_CASE("arena (GPU): tensor, buffer and copy_async through pinned staging", "
   {
     fusex::tensor<float> t(fusex::shape_t{rows, cols}, s, a);
     fusex::tensor<float> u(fusex::shape_t{rows, cols}, s, a);
-    fusex::copy_async(t, in.view(fusex::shape_t{rows, cols}), s);  // host -> device
+    fusex::copy_async(t, in.view(fusex::shape_t{rows, cols}), s);   // host -> device
     fusex::copy_async(u, t, s);                                     // device -> device
     fusex::copy_async(out.view(fusex::shape_t{rows, cols}), u, s);  // device -> host
     FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));

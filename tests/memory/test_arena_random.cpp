@@ -230,8 +230,8 @@ TEST_CASE("arena: threads sharing streams agree with the model", "[memory][host]
   fake_arena a(fake_backend{}, o);
   auto w = a.backend().w;
   model m(*w);
-  const std::vector<cudaStream_t> streams{fake_stream(1), fake_stream(2), fake_stream(3), fake_stream(4),
-                                          fake_stream(5), fake_stream(6)};
+  const std::vector<cudaStream_t> streams{fake_stream(1), fake_stream(2), fake_stream(3),
+                                          fake_stream(4), fake_stream(5), fake_stream(6)};
   constexpr int threads = 4;
   std::vector<run_counts> counts(threads);
   std::vector<std::thread> pool;

@@ -34,9 +34,9 @@ TEST_CASE("launch_monitor counts one launch per fused expression", "[monitor][gp
   stream_guard sg;
   inputs in;
   fusex::launch_monitor mon(sg.s);
-  fusex::eval(in.yv(), fusex::relu(in.xv() + in.bv()), sg.s);                        // 1: elementwise
-  fusex::eval(in.zv(), fusex::softmax(in.xv()), sg.s);                               // 1: row kernel (rule 1)
-  fusex::eval(in.zv(), fusex::layer_norm(in.xv() + in.yv()), sg.s);                  // 1: row kernel
+  fusex::eval(in.yv(), fusex::relu(in.xv() + in.bv()), sg.s);                            // 1: elementwise
+  fusex::eval(in.zv(), fusex::softmax(in.xv()), sg.s);                                   // 1: row kernel (rule 1)
+  fusex::eval(in.zv(), fusex::layer_norm(in.xv() + in.yv()), sg.s);                      // 1: row kernel
   fusex::eval(fusex::tie(in.yv(), in.zv()), in.xv() * 2.0f, fusex::exp(in.xv()), sg.s);  // 1: two outputs
   const fusex::launch_report r = mon.report();
   REQUIRE(r.kernel_launches == 4);

@@ -15,10 +15,16 @@ struct fake_timer {
   int* starts = nullptr;
   int* stops = nullptr;
   int* releases = nullptr;
-  void start() { if (starts) ++*starts; }
-  void stop() { if (stops) ++*stops; }
+  void start() {
+    if (starts) ++*starts;
+  }
+  void stop() {
+    if (stops) ++*stops;
+  }
   double elapsed_us() const { return gpu_us; }
-  void release() noexcept { if (releases) ++*releases; }
+  void release() noexcept {
+    if (releases) ++*releases;
+  }
 };
 using fake_monitor = fusex::detail::basic_launch_monitor<fake_timer>;
 
@@ -88,7 +94,7 @@ TEST_CASE("launch_monitor: an outer region stopped before an inner one", "[monit
   auto* outermost = new fusex::launch_monitor;
   auto* outer = new fusex::launch_monitor;
   auto* inner = new fusex::launch_monitor;
-  launches(1);  // inner: 1
+  launches(1);    // inner: 1
   outer->stop();  // out of order: outer is unlinked; inner now reports to outermost
   REQUIRE(outermost->kernel_launches() == 0);
   launches(2);  // inner: 3

@@ -182,8 +182,8 @@ composite_expected composite_reference(composite c, const composite_data<T>& d, 
         const double terms_rel = res ? u * v_max_abs : 0.0;
         // lse = max + log z: the error of z becomes an absolute one, logf adds 1 ulp of log z
         // (<= 2u |log z|), the sum rounds once (u |lse|).
-        const double lse_err = (z_rel + terms_rel) * (1 + z_rel + terms_rel) + 2 * u * std::fabs(s.log_z) +
-                               u * std::fabs(lse);
+        const double lse_err =
+            (z_rel + terms_rel) * (1 + z_rel + terms_rel) + 2 * u * std::fabs(s.log_z) + u * std::fabs(lse);
         for (std::size_t j = 0; j < v.size(); ++j) {
           const double t = v[j] - s.m - s.log_z;  // log_softmax, exact
           // The epilogue's t = v - lse in float: lse's error, v's, and the subtraction's (u|t|).

@@ -51,26 +51,74 @@ inline std::vector<double> reference(const std::vector<double>& x, const std::ve
     }
     double a = 0;
     switch (k) {
-      case kind::sum: for (double e : v) a += e; break;
-      case kind::prod: a = 1; for (double e : v) a *= e; break;
-      case kind::mean: for (double e : v) a += e; a /= double(v.size()); break;
-      case kind::max: a = -INFINITY; for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::max(a, e); break;
-      case kind::min: a = INFINITY; for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::min(a, e); break;
-      case kind::argmax: { std::size_t b = 0; for (std::size_t i = 1; i < v.size(); ++i) if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] > v[b])) b = i; a = double(b); break; }
-      case kind::argmin: { std::size_t b = 0; for (std::size_t i = 1; i < v.size(); ++i) if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] < v[b])) b = i; a = double(b); break; }
-      case kind::any: a = 0; for (double e : v) a = a || e != 0; break;
-      case kind::all: a = 1; for (double e : v) a = a && e != 0; break;
-      case kind::l1: for (double e : v) a += std::fabs(e); break;
-      case kind::l2: for (double e : v) a += e * e; a = std::sqrt(a); break;
-      case kind::linf: for (double e : v) a = std::max(a, std::fabs(e)); break;
-      case kind::var: case kind::stddev: {
-        double m = 0; for (double e : v) m += e; m /= double(v.size());
+      case kind::sum:
+        for (double e : v) a += e;
+        break;
+      case kind::prod:
+        a = 1;
+        for (double e : v) a *= e;
+        break;
+      case kind::mean:
+        for (double e : v) a += e;
+        a /= double(v.size());
+        break;
+      case kind::max:
+        a = -INFINITY;
+        for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::max(a, e);
+        break;
+      case kind::min:
+        a = INFINITY;
+        for (double e : v) a = std::isnan(e) || std::isnan(a) ? NAN : std::min(a, e);
+        break;
+      case kind::argmax: {
+        std::size_t b = 0;
+        for (std::size_t i = 1; i < v.size(); ++i)
+          if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] > v[b])) b = i;
+        a = double(b);
+        break;
+      }
+      case kind::argmin: {
+        std::size_t b = 0;
+        for (std::size_t i = 1; i < v.size(); ++i)
+          if (!std::isnan(v[b]) && (std::isnan(v[i]) || v[i] < v[b])) b = i;
+        a = double(b);
+        break;
+      }
+      case kind::any:
+        a = 0;
+        for (double e : v) a = a || e != 0;
+        break;
+      case kind::all:
+        a = 1;
+        for (double e : v) a = a && e != 0;
+        break;
+      case kind::l1:
+        for (double e : v) a += std::fabs(e);
+        break;
+      case kind::l2:
+        for (double e : v) a += e * e;
+        a = std::sqrt(a);
+        break;
+      case kind::linf:
+        for (double e : v) a = std::max(a, std::fabs(e));
+        break;
+      case kind::var:
+      case kind::stddev: {
+        double m = 0;
+        for (double e : v) m += e;
+        m /= double(v.size());
         for (double e : v) a += (e - m) * (e - m);
         a /= (double(v.size()) - correction);
         if (k == kind::stddev) a = std::sqrt(a);
         break;
       }
-      case kind::lse: { double m = -INFINITY; for (double e : v) m = std::max(m, e); for (double e : v) a += std::exp(e - m); a = m + std::log(a); break; }
+      case kind::lse: {
+        double m = -INFINITY;
+        for (double e : v) m = std::max(m, e);
+        for (double e : v) a += std::exp(e - m);
+        a = m + std::log(a);
+        break;
+      }
     }
     out[static_cast<std::size_t>(kk)] = a;
   }
@@ -86,8 +134,8 @@ inline double identity(double v) { return v; }
 // the inputs or a count.
 template <class T>
 double accumulation_u(kind k) {
-  const bool selects = k == kind::max || k == kind::min || k == kind::linf || k == kind::argmax ||
-                       k == kind::argmin || k == kind::any || k == kind::all;
+  const bool selects = k == kind::max || k == kind::min || k == kind::linf || k == kind::argmax || k == kind::argmin ||
+                       k == kind::any || k == kind::all;
   if (selects) return 0;
   if constexpr (std::is_same_v<T, double>) return 0x1p-53;
   else if constexpr (fusex::is_integer_v<T>) return k == kind::sum || k == kind::prod ? 0 : 0x1p-24;
@@ -117,11 +165,13 @@ inline double reduction_error_bound(kind k, const std::vector<double>& v, double
   const double a = std::fabs(ref);
   double b = 0;
   switch (k) {
-    case kind::sum: case kind::l1: b = g * sum_abs; break;                 // |sum error| <= g sum|x|
-    case kind::mean: b = g * sum_abs / n + u * a; break;                    // the sum's, / n, + the division
-    case kind::prod: b = (n + 1) * u * a; break;                            // n - 1 products, each u relative
+    case kind::sum:
+    case kind::l1: b = g * sum_abs; break;                                     // |sum error| <= g sum|x|
+    case kind::mean: b = g * sum_abs / n + u * a; break;                       // the sum's, / n, + the division
+    case kind::prod: b = (n + 1) * u * a; break;                               // n - 1 products, each u relative
     case kind::l2: b = a > 0 ? (g + u) * sum_sq / (2 * a) + u * a : 0; break;  // sqrt halves the sum's relative error
-    case kind::var: case kind::stddev: {
+    case kind::var:
+    case kind::stddev: {
       // Welford's updates (and the merges of partial results) also round the running mean, whose
       // error then enters every later term: no bound of the tree form holds for long runs. Over
       // random data these errors add like a random walk, sqrt(n) u; gw allows 8 times that. The
@@ -174,7 +224,9 @@ void check_reduction(const char* name, const std::vector<std::int64_t>& shape, s
     for (std::size_t flat = 0; flat < xd.size(); ++flat) {
       std::size_t out = 0;
       for (int d = 0; d < r; ++d)
-        if (!((mask >> d) & 1)) out = out * static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]) + static_cast<std::size_t>(idx[static_cast<std::size_t>(d)]);
+        if (!((mask >> d) & 1))
+          out = out * static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]) +
+                static_cast<std::size_t>(idx[static_cast<std::size_t>(d)]);
       groups[out].push_back(xd[flat]);
       for (int d = r - 1; d >= 0; --d) {
         if (++idx[static_cast<std::size_t>(d)] < shape[static_cast<std::size_t>(d)]) break;
@@ -212,8 +264,8 @@ void check_reduction(const char* name, const std::vector<std::int64_t>& shape, s
 template <class T, class Make>
 void check_composite(composite_test::composite op, std::int64_t rows, std::int64_t cols, Make make,
                      const char* plan_says = nullptr) {
-  INFO(composite_test::composite_name(op) << " [" << rows << ", " << cols << "] " << fusex::dtype_name<T>() << ", "
-                                          << launch_path_name());
+  INFO(composite_test::composite_name(op)
+       << " [" << rows << ", " << cols << "] " << fusex::dtype_name<T>() << ", " << launch_path_name());
   const auto d = composite_test::make_composite_data<T>(rows, cols);
   device_array<T> x(rows * cols), res(rows * cols), g(cols), b(cols), y(rows * cols);
   x.upload(d.x);
@@ -247,7 +299,8 @@ void check_composite(composite_test::composite op, std::int64_t rows, std::int64
     FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
   }
   run(sg.s, [&](cudaStream_t s) { fusex::eval(yv, e, s); });
-  const auto verdict = composite_test::check_composite_output<T>(composite_test::composite_reference(op, d), y.download());
+  const auto verdict =
+      composite_test::check_composite_output<T>(composite_test::composite_reference(op, d), y.download());
   INFO(verdict.describe());
   CHECK(verdict.ok());
 }
@@ -264,23 +317,38 @@ void every_axis_set() {
       for (int d = 0; d < r; ++d)
         if ((mask >> d) & 1) av.push_back(d);
       const fusex::axes ax(av);
-      check_reduction<T>("sum", shape, mask, [&](auto x) { return fusex::sum(x, ax); }, kind::sum, -2, 2);
-      check_reduction<T>("mean", shape, mask, [&](auto x) { return fusex::mean(x * 2, ax); }, kind::mean, -1, 1, 1,
-                         [](double v) { return 2 * v; });
-      check_reduction<T>("amax", shape, mask, [&](auto x) { return fusex::amax(x, ax); }, kind::max, -5, 5);
-      check_reduction<T>("amin", shape, mask, [&](auto x) { return fusex::amin(x, ax); }, kind::min, -5, 5);
-      check_reduction<T>("norm l2", shape, mask, [&](auto x) { return fusex::norm(x, ax); }, kind::l2, -2, 2);
-      check_reduction<T>("norm l1", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::l1); }, kind::l1, -2, 2);
-      check_reduction<T>("norm max", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::max); }, kind::linf, -2, 2);
-      check_reduction<T>("var", shape, mask, [&](auto x) { return fusex::var(x, ax); }, kind::var, -2, 2);
-      check_reduction<T>("stddev pop", shape, mask, [&](auto x) { return fusex::stddev(x, ax, 0.0); }, kind::stddev, -2, 2, 0.0);
-      check_reduction<T>("logsumexp", shape, mask, [&](auto x) { return fusex::logsumexp(x, ax); }, kind::lse, -3, 3);
-      check_reduction<T>("argmax", shape, mask, [&](auto x) { return fusex::argmax(x, ax); }, kind::argmax, -100, 100);
-      check_reduction<T>("argmin", shape, mask, [&](auto x) { return fusex::argmin(x, ax); }, kind::argmin, -100, 100);
-      check_reduction<T>("any", shape, mask, [&](auto x) { return fusex::any(x > 1.9f, ax); }, kind::any, -2, 2, 1,
-                         [](double v) { return v > 1.9 ? 1.0 : 0.0; });
-      check_reduction<T>("all", shape, mask, [&](auto x) { return fusex::all(x > -1.99f, ax); }, kind::all, -2, 2, 1,
-                         [](double v) { return v > -1.99 ? 1.0 : 0.0; });
+      check_reduction<T>(
+          "sum", shape, mask, [&](auto x) { return fusex::sum(x, ax); }, kind::sum, -2, 2);
+      check_reduction<T>(
+          "mean", shape, mask, [&](auto x) { return fusex::mean(x * 2, ax); }, kind::mean, -1, 1, 1,
+          [](double v) { return 2 * v; });
+      check_reduction<T>(
+          "amax", shape, mask, [&](auto x) { return fusex::amax(x, ax); }, kind::max, -5, 5);
+      check_reduction<T>(
+          "amin", shape, mask, [&](auto x) { return fusex::amin(x, ax); }, kind::min, -5, 5);
+      check_reduction<T>(
+          "norm l2", shape, mask, [&](auto x) { return fusex::norm(x, ax); }, kind::l2, -2, 2);
+      check_reduction<T>(
+          "norm l1", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::l1); }, kind::l1, -2, 2);
+      check_reduction<T>(
+          "norm max", shape, mask, [&](auto x) { return fusex::norm(x, ax, fusex::norm_kind::max); }, kind::linf, -2,
+          2);
+      check_reduction<T>(
+          "var", shape, mask, [&](auto x) { return fusex::var(x, ax); }, kind::var, -2, 2);
+      check_reduction<T>(
+          "stddev pop", shape, mask, [&](auto x) { return fusex::stddev(x, ax, 0.0); }, kind::stddev, -2, 2, 0.0);
+      check_reduction<T>(
+          "logsumexp", shape, mask, [&](auto x) { return fusex::logsumexp(x, ax); }, kind::lse, -3, 3);
+      check_reduction<T>(
+          "argmax", shape, mask, [&](auto x) { return fusex::argmax(x, ax); }, kind::argmax, -100, 100);
+      check_reduction<T>(
+          "argmin", shape, mask, [&](auto x) { return fusex::argmin(x, ax); }, kind::argmin, -100, 100);
+      check_reduction<T>(
+          "any", shape, mask, [&](auto x) { return fusex::any(x > 1.9f, ax); }, kind::any, -2, 2, 1,
+          [](double v) { return v > 1.9 ? 1.0 : 0.0; });
+      check_reduction<T>(
+          "all", shape, mask, [&](auto x) { return fusex::all(x > -1.99f, ax); }, kind::all, -2, 2, 1,
+          [](double v) { return v > -1.99 ? 1.0 : 0.0; });
     }
   }
 }
@@ -316,12 +384,13 @@ void composites() {
     const std::int64_t width = std::int64_t{16} / std::int64_t{sizeof(T)};
     const std::int64_t longest_cached = sizeof(T) == 2 ? 8192 : 4096;
     const char* cached = cols % width == 0 && cols > 1 && cols <= longest_cached ? "static path" : nullptr;
-    check_composite<T>(composite::softmax, rows, cols, [](auto x, auto, auto g, auto) { return fusex::softmax(x) * g; },
-                       cached);
-    check_composite<T>(composite::layer_norm, rows, cols,
-                       [](auto x, auto, auto g, auto b) { return fusex::layer_norm(x, g, b); }, cached);
-    check_composite<T>(composite::rms_norm, rows, cols, [](auto x, auto, auto g, auto) { return fusex::rms_norm(x, g); },
-                       cached);
+    check_composite<T>(
+        composite::softmax, rows, cols, [](auto x, auto, auto g, auto) { return fusex::softmax(x) * g; }, cached);
+    check_composite<T>(
+        composite::layer_norm, rows, cols, [](auto x, auto, auto g, auto b) { return fusex::layer_norm(x, g, b); },
+        cached);
+    check_composite<T>(
+        composite::rms_norm, rows, cols, [](auto x, auto, auto g, auto) { return fusex::rms_norm(x, g); }, cached);
     check_composite<T>(composite::rms_norm_res, rows, cols,
                        [](auto x, auto r, auto g, auto) { return fusex::rms_norm(x + r, g); });
   }

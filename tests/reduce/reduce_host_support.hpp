@@ -34,8 +34,8 @@ constexpr double nan_v = std::numeric_limits<double>::quiet_NaN();
 constexpr double inf_v = std::numeric_limits<double>::infinity();
 
 template <class T>
-inline constexpr bool is_fp = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> ||
-                              std::is_same_v<T, bfloat16>;
+inline constexpr bool is_fp =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 // --- conversions -----------------------------------------------------------------------------------
 
@@ -216,7 +216,8 @@ inline fusex::shape_t to_shape(const shape_v& s) {
 inline std::vector<std::vector<double>> groups(const std::vector<double>& x, const shape_v& s, std::uint32_t mask) {
   const int r = static_cast<int>(s.size());
   std::vector<i64> stride(static_cast<std::size_t>(r), 1);
-  for (int d = r - 2; d >= 0; --d) stride[static_cast<std::size_t>(d)] = stride[static_cast<std::size_t>(d) + 1] * s[static_cast<std::size_t>(d) + 1];
+  for (int d = r - 2; d >= 0; --d)
+    stride[static_cast<std::size_t>(d)] = stride[static_cast<std::size_t>(d) + 1] * s[static_cast<std::size_t>(d) + 1];
   std::vector<int> kept, red;
   for (int d = 0; d < r; ++d) ((mask >> d) & 1u ? red : kept).push_back(d);
   shape_v ks, rs;
@@ -414,7 +415,8 @@ void check_results(const std::string& what, const host_array<Out>& got, const st
       g = static_cast<double>(got[i]);
       ok = static_cast<i64>(got[i]) == static_cast<i64>(want[i].value);
     }
-    if (!ok && bad++ < 8) os << "\n  [" << i << "] got " << g << ", want " << want[i].value << " (+- " << want[i].err << ")";
+    if (!ok && bad++ < 8)
+      os << "\n  [" << i << "] got " << g << ", want " << want[i].value << " (+- " << want[i].err << ")";
   }
   INFO(what << " (" << fusex::dtype_name<Out>() << "): " << bad << " mismatch(es) of " << want.size() << os.str());
   CHECK(bad == 0);
@@ -445,9 +447,9 @@ inline std::vector<axis_case> axis_cases() {
   std::vector<axis_case> c;
   c.push_back({"all axes f(x)", true, {}, false});
   const std::vector<std::pair<const char*, std::vector<int>>> sets = {
-      {"{0}", {0}},     {"{1} (middle)", {1}}, {"{-1}", {-1}},         {"{2}", {2}},
-      {"{0, 2}", {0, 2}}, {"{-1, -3}", {-1, -3}}, {"{-2, 0}", {-2, 0}}, {"{0, 1, 2}", {0, 1, 2}},
-      {"{2, 0, 1}", {2, 0, 1}}};
+      {"{0}", {0}},         {"{1} (middle)", {1}},    {"{-1}", {-1}},
+      {"{2}", {2}},         {"{0, 2}", {0, 2}},       {"{-1, -3}", {-1, -3}},
+      {"{-2, 0}", {-2, 0}}, {"{0, 1, 2}", {0, 1, 2}}, {"{2, 0, 1}", {2, 0, 1}}};
   for (const auto& s : sets) {
     c.push_back({s.first, false, s.second, false});
     c.push_back({s.first, false, s.second, true});
@@ -467,12 +469,12 @@ inline fusex::axes make_axes(const std::vector<int>& l) {
 // All three forms of one reduction have the same expression type (the axes and keepdim are run-time
 // values), so each (reduction, dtype) pair instantiates one evaluation.
 
-#define RXT_MAKER(kind, fn)                                                              \
-  template <class X>                                                                     \
+#define RXT_MAKER(kind, fn)                                                                 \
+  template <class X>                                                                        \
   auto make(std::integral_constant<rk, rk::kind>, const X& x, const axis_case& c, double) { \
-    if (c.whole) return fusex::fn(x);                                                    \
-    if (c.keep) return fusex::fn(x, make_axes(c.list), fusex::keepdim);                  \
-    return fusex::fn(x, make_axes(c.list));                                              \
+    if (c.whole) return fusex::fn(x);                                                       \
+    if (c.keep) return fusex::fn(x, make_axes(c.list), fusex::keepdim);                     \
+    return fusex::fn(x, make_axes(c.list));                                                 \
   }
 RXT_MAKER(sum, sum)
 RXT_MAKER(prod, prod)
@@ -486,12 +488,12 @@ RXT_MAKER(all, all)
 RXT_MAKER(logsumexp, logsumexp)
 #undef RXT_MAKER
 
-#define RXT_NORM_MAKER(kind, nk)                                                                 \
-  template <class X>                                                                             \
-  auto make(std::integral_constant<rk, rk::kind>, const X& x, const axis_case& c, double) {      \
-    if (c.whole) return fusex::norm(x, fusex::norm_kind::nk);                                    \
-    if (c.keep) return fusex::norm(x, make_axes(c.list), fusex::norm_kind::nk, fusex::keepdim);  \
-    return fusex::norm(x, make_axes(c.list), fusex::norm_kind::nk);                              \
+#define RXT_NORM_MAKER(kind, nk)                                                                \
+  template <class X>                                                                            \
+  auto make(std::integral_constant<rk, rk::kind>, const X& x, const axis_case& c, double) {     \
+    if (c.whole) return fusex::norm(x, fusex::norm_kind::nk);                                   \
+    if (c.keep) return fusex::norm(x, make_axes(c.list), fusex::norm_kind::nk, fusex::keepdim); \
+    return fusex::norm(x, make_axes(c.list), fusex::norm_kind::nk);                             \
   }
 RXT_NORM_MAKER(l1, l1)
 RXT_NORM_MAKER(l2, l2)
@@ -499,12 +501,12 @@ RXT_NORM_MAKER(linf, max)
 #undef RXT_NORM_MAKER
 
 // var/stddev over every axis takes no correction (it is 1); the run skips f(x) for others.
-#define RXT_VAR_MAKER(kind, fn)                                                                   \
-  template <class X>                                                                              \
-  auto make(std::integral_constant<rk, rk::kind>, const X& x, const axis_case& c, double corr) {  \
-    if (c.whole) return fusex::fn(x);                                                             \
-    if (c.keep) return fusex::fn(x, make_axes(c.list), corr, fusex::keepdim);                     \
-    return fusex::fn(x, make_axes(c.list), corr);                                                 \
+#define RXT_VAR_MAKER(kind, fn)                                                                  \
+  template <class X>                                                                             \
+  auto make(std::integral_constant<rk, rk::kind>, const X& x, const axis_case& c, double corr) { \
+    if (c.whole) return fusex::fn(x);                                                            \
+    if (c.keep) return fusex::fn(x, make_axes(c.list), corr, fusex::keepdim);                    \
+    return fusex::fn(x, make_axes(c.list), corr);                                                \
   }
 RXT_VAR_MAKER(var, var)
 RXT_VAR_MAKER(stddev, stddev)
@@ -545,6 +547,8 @@ inline bool contains(const std::string& s, const std::string& part) { return s.f
 
 }  // namespace rxt
 
-#define RXT_ALL_DTYPES float, double, fusex::half, fusex::bfloat16, std::int8_t, std::uint8_t, std::int32_t, std::int64_t, bool
-#define RXT_NUMERIC_DTYPES float, double, fusex::half, fusex::bfloat16, std::int8_t, std::uint8_t, std::int32_t, std::int64_t
+#define RXT_ALL_DTYPES \
+  float, double, fusex::half, fusex::bfloat16, std::int8_t, std::uint8_t, std::int32_t, std::int64_t, bool
+#define RXT_NUMERIC_DTYPES \
+  float, double, fusex::half, fusex::bfloat16, std::int8_t, std::uint8_t, std::int32_t, std::int64_t
 #define RXT_FLOAT_DTYPES float, double, fusex::half, fusex::bfloat16

@@ -6,7 +6,6 @@
 using fusex::bfloat16;
 using namespace reduce_gpu_test;
 
-TEMPLATE_TEST_CASE("gpu: reductions over every axis set match a double reference", "[gpu][reduce]",
-                   bfloat16) {
+TEMPLATE_TEST_CASE("gpu: reductions over every axis set match a double reference", "[gpu][reduce]", bfloat16) {
   every_axis_set<TestType>();
 }

@@ -5,7 +5,6 @@
 
 using namespace reduce_gpu_test;
 
-TEMPLATE_TEST_CASE("gpu: reductions over every axis set match a double reference", "[gpu][reduce]",
-                   float) {
+TEMPLATE_TEST_CASE("gpu: reductions over every axis set match a double reference", "[gpu][reduce]", float) {
   every_axis_set<TestType>();
 }

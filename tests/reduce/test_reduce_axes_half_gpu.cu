@@ -6,7 +6,6 @@
 using fusex::half;
 using namespace reduce_gpu_test;
 
-TEMPLATE_TEST_CASE("gpu: reductions over every axis set match a double reference", "[gpu][reduce]",
-                   half) {
+TEMPLATE_TEST_CASE("gpu: reductions over every axis set match a double reference", "[gpu][reduce]", half) {
   every_axis_set<TestType>();
 }

@@ -7,7 +7,7 @@
 using fusex::bfloat16;
 using namespace reduce_gpu_test;
 
-TEMPLATE_TEST_CASE("gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", "[gpu][reduce]", float,
-                   bfloat16) {
+TEMPLATE_TEST_CASE("gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", "[gpu][reduce]",
+                   float, bfloat16) {
   composites_in_every_launch_shape<TestType>();
 }

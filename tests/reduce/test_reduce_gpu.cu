@@ -1,7 +1,7 @@
 // GPU suite for reductions against a double-precision reference computed with plain loops
 // (reduce_gpu_support.hpp): integer and small dtypes, row lengths from 1 to 2^20, empty and
-// degenerate shapes, NaN, logsumexp at the ends of the float range, softmax written out by hand, determinism, and a full sum over more than
-// 2^31 elements. Every reduction over every axis set, one translation unit per dtype:
+// degenerate shapes, NaN, logsumexp at the ends of the float range, softmax written out by hand,
+// determinism, and a full sum over more than 2^31 elements. Every reduction over every axis set, one translation unit per dtype:
 // test_reduce_axes_<dtype>_gpu.cu; the composites with epilogues: test_reduce_composites_gpu.cu.
 #include <fusex/fusex.hpp>
 
@@ -19,37 +19,52 @@ using namespace fusex_test;
 using namespace reduce_gpu_test;
 
 TEST_CASE("gpu: integer sums accumulate in int64, products and small dtypes", "[gpu][reduce]") {
-  check_reduction<std::int8_t>("sum int8 -> int64", {300, 77}, 1u << 1, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -100, 100);
-  check_reduction<std::int32_t>("sum int32 axis 0", {3000, 77}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -100000, 100000);
-  check_reduction<std::uint8_t>("sum uint8 all", {1000, 333}, 3u, [](auto x) { return fusex::sum(x); }, kind::sum, 1, 255);
-  check_reduction<std::int64_t>("amax int64", {65, 4099}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1000000, 1000000);
-  check_reduction<float>("prod", {64, 30}, 2u, [](auto x) { return fusex::prod(x, -1); }, kind::prod, 0.8, 1.25);
-  check_reduction<std::int32_t>("mean int -> float", {64, 100}, 2u, [](auto x) { return fusex::mean(x, -1); }, kind::mean, -1000, 1000);
+  check_reduction<std::int8_t>(
+      "sum int8 -> int64", {300, 77}, 1u << 1, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -100, 100);
+  check_reduction<std::int32_t>(
+      "sum int32 axis 0", {3000, 77}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -100000, 100000);
+  check_reduction<std::uint8_t>(
+      "sum uint8 all", {1000, 333}, 3u, [](auto x) { return fusex::sum(x); }, kind::sum, 1, 255);
+  check_reduction<std::int64_t>(
+      "amax int64", {65, 4099}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1000000, 1000000);
+  check_reduction<float>(
+      "prod", {64, 30}, 2u, [](auto x) { return fusex::prod(x, -1); }, kind::prod, 0.8, 1.25);
+  check_reduction<std::int32_t>(
+      "mean int -> float", {64, 100}, 2u, [](auto x) { return fusex::mean(x, -1); }, kind::mean, -1000, 1000);
 }
 
 TEST_CASE("gpu: row lengths from 1 to 2^20, [1, n] and [n, 1], empty", "[gpu][reduce]") {
-  for (std::int64_t cols : std::vector<std::int64_t>{1, 2, 3, 31, 32, 33, 127, 128, 1000, 4096, 16384, 65537, std::int64_t{1} << 20}) {
+  for (std::int64_t cols :
+       std::vector<std::int64_t>{1, 2, 3, 31, 32, 33, 127, 128, 1000, 4096, 16384, 65537, std::int64_t{1} << 20}) {
     const std::int64_t rows = cols >= 65536 ? 4 : 33;
-    check_reduction<float>("sum row", {rows, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
-    check_reduction<float>("amax row", {rows, cols}, 2u, [](auto x) { return fusex::amax(x, -1); }, kind::max, -1, 1);
+    check_reduction<float>(
+        "sum row", {rows, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
+    check_reduction<float>(
+        "amax row", {rows, cols}, 2u, [](auto x) { return fusex::amax(x, -1); }, kind::max, -1, 1);
   }
   {
     // The same rows with the other launch shapes: one row per block, and groups sized for four
     // vectors per thread (as larger plans have).
     const row_spread spread(!fusex::detail::row_tuning_state().spread_small);
     for (std::int64_t cols : std::vector<std::int64_t>{1, 33, 128, 1000, 4096, 16384}) {
-      check_reduction<float>("sum row, other launch shape", {33, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
+      check_reduction<float>(
+          "sum row, other launch shape", {33, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
     }
   }
   {
     const row_vectors four(4);
     for (std::int64_t cols : std::vector<std::int64_t>{1, 33, 128, 1000, 4096, 16384}) {
-      check_reduction<float>("sum row, four vectors per thread", {33, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
+      check_reduction<float>(
+          "sum row, four vectors per thread", {33, cols}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1,
+          1);
     }
   }
-  check_reduction<float>("[1, n] all", {1, 100000}, 3u, [](auto x) { return fusex::sum(x); }, kind::sum, -1, 1);
-  check_reduction<float>("[n, 1] axis 0", {100000, 1}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
-  check_reduction<float>("[n, 1] axis 1", {100000, 1}, 2u, [](auto x) { return fusex::sum(x, 1); }, kind::sum, -1, 1);
+  check_reduction<float>(
+      "[1, n] all", {1, 100000}, 3u, [](auto x) { return fusex::sum(x); }, kind::sum, -1, 1);
+  check_reduction<float>(
+      "[n, 1] axis 0", {100000, 1}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
+  check_reduction<float>(
+      "[n, 1] axis 1", {100000, 1}, 2u, [](auto x) { return fusex::sum(x, 1); }, kind::sum, -1, 1);
   stream_guard sg;
   device_array<float> x(8), y(8);
   y.poison();
@@ -71,33 +86,56 @@ TEST_CASE("gpu: row lengths from 1 to 2^20, [1, n] and [n, 1], empty", "[gpu][re
 // (small integer values), Welford and logsumexp over vectors, and shapes that must fall back to
 // the generic kernels (odd column counts, operands that do not fold).
 TEST_CASE("gpu: two-dimensional reduction paths (rows split across blocks, columns)", "[gpu][reduce]") {
-  check_reduction<float>("sum rows with tail", {3, 100003}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
-  check_reduction<float>("full mean, odd length", {(std::int64_t{1} << 20) + 3}, 1u, [](auto x) { return fusex::mean(x); }, kind::mean, -1, 1);
-  check_reduction<float>("var rows split", {5, 70001}, 2u, [](auto x) { return fusex::var(x, -1); }, kind::var, -2, 3);
-  check_reduction<float>("logsumexp rows split", {2, 300001}, 2u, [](auto x) { return fusex::logsumexp(x, -1); }, kind::lse, -20, 20);
-  check_reduction<bfloat16>("sum bf16 rows split", {4, 200000}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
-  check_reduction<float>("sum columns", {1000, 1024}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
-  check_reduction<float>("sum columns, odd count", {1000, 1023}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
-  check_reduction<std::int32_t>("argmax columns, ties", {777, 256}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax, 1, 4);
+  check_reduction<float>(
+      "sum rows with tail", {3, 100003}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
+  check_reduction<float>(
+      "full mean, odd length", {(std::int64_t{1} << 20) + 3}, 1u, [](auto x) { return fusex::mean(x); }, kind::mean, -1,
+      1);
+  check_reduction<float>(
+      "var rows split", {5, 70001}, 2u, [](auto x) { return fusex::var(x, -1); }, kind::var, -2, 3);
+  check_reduction<float>(
+      "logsumexp rows split", {2, 300001}, 2u, [](auto x) { return fusex::logsumexp(x, -1); }, kind::lse, -20, 20);
+  check_reduction<bfloat16>(
+      "sum bf16 rows split", {4, 200000}, 2u, [](auto x) { return fusex::sum(x, -1); }, kind::sum, -1, 1);
+  check_reduction<float>(
+      "sum columns", {1000, 1024}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
+  check_reduction<float>(
+      "sum columns, odd count", {1000, 1023}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
+  check_reduction<std::int32_t>(
+      "argmax columns, ties", {777, 256}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax, 1, 4);
   // Column tiles narrower than a warp (1 to 16 vector columns: 128 down to 8 row groups), many
   // splits with a ragged last one, Welford and ties across splits and row groups.
   for (std::int64_t cols : std::vector<std::int64_t>{4, 8, 12, 32, 64}) {
-    check_reduction<float>("sum columns, narrow tile", {20011, cols}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
+    check_reduction<float>(
+        "sum columns, narrow tile", {20011, cols}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
   }
-  check_reduction<float>("var columns, split", {30001, 96}, 1u, [](auto x) { return fusex::var(x, 0); }, kind::var, -2, 3);
-  check_reduction<std::int32_t>("argmax columns, ties across splits", {50000, 20}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax, 1, 3);
-  check_reduction<bfloat16>("mean bf16 columns, split", {9000, 264}, 1u, [](auto x) { return fusex::mean(x, 0); }, kind::mean, -1, 1);
-  check_reduction<float>("sum columns, wide", {2048, 16384}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
+  check_reduction<float>(
+      "var columns, split", {30001, 96}, 1u, [](auto x) { return fusex::var(x, 0); }, kind::var, -2, 3);
+  check_reduction<std::int32_t>(
+      "argmax columns, ties across splits", {50000, 20}, 1u, [](auto x) { return fusex::argmax(x, 0); }, kind::argmax,
+      1, 3);
+  check_reduction<bfloat16>(
+      "mean bf16 columns, split", {9000, 264}, 1u, [](auto x) { return fusex::mean(x, 0); }, kind::mean, -1, 1);
+  check_reduction<float>(
+      "sum columns, wide", {2048, 16384}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
   // Every vector width of the column kernel (16 one-byte, 2 eight-byte elements per thread),
   // logsumexp across splits, and more column tiles than one wave of blocks holds on an H200
   // (140032 columns: 1094 tiles of 128), where the rows are not split.
-  check_reduction<std::int8_t>("sum int8 columns, split", {6000, 64}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -100, 100);
-  check_reduction<double>("var double columns, split", {20000, 40}, 1u, [](auto x) { return fusex::var(x, 0); }, kind::var, -2, 3);
-  check_reduction<float>("logsumexp columns, split", {12000, 128}, 1u, [](auto x) { return fusex::logsumexp(x, 0); }, kind::lse, -20, 20);
-  check_reduction<float>("sum columns, more tiles than a wave", {64, 140032}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
-  check_reduction<std::int32_t>("argmin rows split, ties", {2, 150000}, 2u, [](auto x) { return fusex::argmin(x, -1); }, kind::argmin, 1, 4);
-  check_reduction<float>("amax middle axis (no fold)", {17, 300, 8}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1, 1);
-  check_reduction<bfloat16>("sum bf16 axis 0 of 3-D", {64, 40, 16}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
+  check_reduction<std::int8_t>(
+      "sum int8 columns, split", {6000, 64}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -100, 100);
+  check_reduction<double>(
+      "var double columns, split", {20000, 40}, 1u, [](auto x) { return fusex::var(x, 0); }, kind::var, -2, 3);
+  check_reduction<float>(
+      "logsumexp columns, split", {12000, 128}, 1u, [](auto x) { return fusex::logsumexp(x, 0); }, kind::lse, -20, 20);
+  check_reduction<float>(
+      "sum columns, more tiles than a wave", {64, 140032}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1,
+      1);
+  check_reduction<std::int32_t>(
+      "argmin rows split, ties", {2, 150000}, 2u, [](auto x) { return fusex::argmin(x, -1); }, kind::argmin, 1, 4);
+  check_reduction<float>(
+      "amax middle axis (no fold)", {17, 300, 8}, 2u, [](auto x) { return fusex::amax(x, 1); }, kind::max, -1, 1);
+  check_reduction<bfloat16>(
+      "sum bf16 axis 0 of 3-D", {64, 40, 16}, 1u, [](auto x) { return fusex::sum(x, 0); }, kind::sum, -1, 1);
 }
 
 TEST_CASE("gpu: NaN propagates through max and argmax picks it", "[gpu][reduce]") {
@@ -191,7 +229,7 @@ TEST_CASE("gpu: softmax written out by hand, cast epilogue, non-contiguous rows"
   // Every other row of a [2*rows, cols] tensor: rows with a stride of 2*cols.
   auto xs = fusex::make_view(x.data(), {rows, cols}, {2 * cols, 1});
   auto e = fusex::cast<bfloat16>(fusex::exp(xs - fusex::max(xs, -1, fusex::keepdim)) /
-                                  fusex::sum(fusex::exp(xs - fusex::max(xs, -1, fusex::keepdim)), -1, fusex::keepdim));
+                                 fusex::sum(fusex::exp(xs - fusex::max(xs, -1, fusex::keepdim)), -1, fusex::keepdim));
   auto yv = fusex::make_view(y.data(), {rows, cols});
   INFO(fusex::explain(yv, e));
   CHECK(fusex::explain(yv, e).find("1 kernel") != std::string::npos);
@@ -229,7 +267,8 @@ TEST_CASE("gpu: reductions are deterministic (bit-identical runs)", "[gpu][reduc
     fusex::eval(fusex::make_view(t1.data(), {}), fusex::sum(xv * xv), s);
     fusex::eval(fusex::make_view(t2.data(), {}), fusex::sum(xv * xv), s);
   });
-  const auto ha = a.download(), hb = b.download(), hs1 = s1.download(), hs2 = s2.download(), ht1 = t1.download(), ht2 = t2.download();
+  const auto ha = a.download(), hb = b.download(), hs1 = s1.download(), hs2 = s2.download(), ht1 = t1.download(),
+             ht2 = t2.download();
   CHECK(std::memcmp(ha.data(), hb.data(), ha.size() * 4) == 0);
   CHECK(std::memcmp(hs1.data(), hs2.data(), hs1.size() * 4) == 0);
   CHECK(std::memcmp(ht1.data(), ht2.data(), 4) == 0);
@@ -239,13 +278,14 @@ TEST_CASE("gpu: reductions are deterministic (bit-identical runs)", "[gpu][reduc
 // (roles tested at run time) compute the same operations in the same order: their results are
 // bit-identical. Few rows (one vector per thread), many short rows (groups smaller than a warp,
 // four vectors per thread), four vectors per thread forced, and a one-value-per-row epilogue.
-TEMPLATE_TEST_CASE("gpu: the row kernel's static path matches the generic path bit for bit", "[gpu][reduce]", float, bfloat16) {
+TEMPLATE_TEST_CASE("gpu: the row kernel's static path matches the generic path bit for bit", "[gpu][reduce]", float,
+                   bfloat16) {
   using T = TestType;
   struct shape_case {
     std::int64_t rows, cols;
     int vectors;
   };
-  std::vector<shape_case> cases{shape_case{37, 8, 0},     shape_case{37, 1000, 0},  shape_case{37, 4096, 0},
+  std::vector<shape_case> cases{shape_case{37, 8, 0},     shape_case{37, 1000, 0},   shape_case{37, 4096, 0},
                                 shape_case{4096, 128, 0}, shape_case{4096, 1024, 0}, shape_case{37, 1000, 4}};
   if (sizeof(T) == 2) cases.push_back(shape_case{37, 8192, 0});  // 2-byte rows keep up to 8192 columns on chip
   for (const shape_case sc : cases) {
@@ -297,7 +337,8 @@ TEMPLATE_TEST_CASE("gpu: the row kernel's static path matches the generic path b
 // Error catalogue (docs/reliability.md): the row kernel checks overlap itself (the host backend
 // materialises reductions first, so only a device evaluation reaches this check). softmax of a
 // float view is already instantiated above: no new kernel.
-TEST_CASE("gpu: a row reduction whose destination overlaps its input is refused before launch", "[gpu][reduce][errors]") {
+TEST_CASE("gpu: a row reduction whose destination overlaps its input is refused before launch",
+          "[gpu][reduce][errors]") {
   const std::int64_t rows = 8, cols = 256;
   device_array<float> x(rows * cols + 1);
   stream_guard sg;
@@ -317,7 +358,8 @@ TEST_CASE("gpu: a row reduction whose destination overlaps its input is refused 
 
 namespace {
 __global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     p[i] = static_cast<std::uint8_t>(i % 251 + 1);
 }
 }  // namespace
@@ -331,7 +373,8 @@ TEST_CASE("gpu: a full sum over more than 2^31 elements", "[gpu][reduce][large]"
   FUSEX_CUDA_CHECK(cudaDeviceSynchronize());
   stream_guard sg;
   run(sg.s, [&](cudaStream_t st) {
-    fusex::eval(fusex::make_view(s.data(), {}), fusex::sum(fusex::make_view(x.data(), {static_cast<std::int64_t>(n)})), st);
+    fusex::eval(fusex::make_view(s.data(), {}), fusex::sum(fusex::make_view(x.data(), {static_cast<std::int64_t>(n)})),
+                st);
   });
   std::int64_t expect = 0;
   const std::size_t cycles = n / 251;

@@ -109,7 +109,8 @@ TEST_CASE("host: min(x, axes, keepdim) and max(x, axes, keepdim) reduce; min(x)/
   const auto xv = x.cview(to_shape(s));
   const auto xd = x.values();
   std::vector<ref_value> mx, mn;
-  for (const auto& grp : groups(xd, s, 2u)) mx.push_back(reference(rk::amax, grp, 0)), mn.push_back(reference(rk::amin, grp, 0));
+  for (const auto& grp : groups(xd, s, 2u))
+    mx.push_back(reference(rk::amax, grp, 0)), mn.push_back(reference(rk::amin, grp, 0));
   check_results("max(x, -1, keepdim)", evaluate(fusex::max(xv, -1, fusex::keepdim), {4, 1}), mx);
   check_results("min(x, 1, keepdim)", evaluate(fusex::min(xv, 1, fusex::keepdim), {4, 1}), mn);
   check_results("max(x)", evaluate(fusex::max(xv), {}), {reference(rk::amax, xd, 0)});
@@ -129,7 +130,8 @@ TEST_CASE("host: reductions of expressions (sum(x * x), mean(abs(x - 1)), any(x 
   host_array<float> x(210);
   host_array<double> y(210);
   host_array<std::int32_t> z(210);
-  for (std::size_t i = 0; i < 210; ++i) x[i] = random_default<float>(g), y[i] = random_default<double>(g), z[i] = random_default<std::int32_t>(g);
+  for (std::size_t i = 0; i < 210; ++i)
+    x[i] = random_default<float>(g), y[i] = random_default<double>(g), z[i] = random_default<std::int32_t>(g);
   const auto xv = x.cview(to_shape(s));
   const auto yv = y.cview(to_shape(s));
   const auto zv = z.cview(to_shape(s));
@@ -148,7 +150,8 @@ TEST_CASE("host: reductions of expressions (sum(x * x), mean(abs(x - 1)), any(x 
     for (std::size_t i = 0; i < 210; ++i) a[i] = std::fabs(yd[i] - 1);
     std::vector<ref_value> want;
     for (const auto& grp : groups(a, s, 5u)) want.push_back(reference(rk::mean, grp, 2 * ud));
-    check_results("mean(abs(y - 1), {0, 2}, keepdim)", evaluate(fusex::mean(fusex::abs(yv - 1.0), {0, 2}, fusex::keepdim), {1, 6, 1}), want);
+    check_results("mean(abs(y - 1), {0, 2}, keepdim)",
+                  evaluate(fusex::mean(fusex::abs(yv - 1.0), {0, 2}, fusex::keepdim), {1, 6, 1}), want);
   }
   SECTION("any(x > 3, 1) and all(z != 7, {0, 1})") {
     std::vector<double> gt(210), ne(210);
@@ -179,16 +182,20 @@ TEST_CASE("host: reductions of expressions (sum(x * x), mean(abs(x - 1)), any(x 
     std::vector<double> pd(210);
     for (int a = 0; a < 7; ++a)
       for (int b = 0; b < 5; ++b)
-        for (int c = 0; c < 6; ++c) pd[static_cast<std::size_t>((a * 5 + b) * 6 + c)] = xd[static_cast<std::size_t>((b * 6 + c) * 7 + a)];
+        for (int c = 0; c < 6; ++c)
+          pd[static_cast<std::size_t>((a * 5 + b) * 6 + c)] = xd[static_cast<std::size_t>((b * 6 + c) * 7 + a)];
     for (std::uint32_t mask : {1u, 2u, 4u, 5u, 7u}) {
       std::vector<int> list;
       for (int d = 0; d < 3; ++d)
         if (mask & (1u << d)) list.push_back(d);
       std::vector<ref_value> ws, wa;
-      for (const auto& grp : groups(pd, ps, mask)) ws.push_back(reference(rk::sum, grp, uf)), wa.push_back(reference(rk::argmax, grp, 0));
+      for (const auto& grp : groups(pd, ps, mask))
+        ws.push_back(reference(rk::sum, grp, uf)), wa.push_back(reference(rk::argmax, grp, 0));
       const shape_v os = reduced_shape(ps, mask, false);
-      check_results("sum of a permuted view, mask " + std::to_string(mask), evaluate(fusex::sum(p, make_axes(list)), os), ws);
-      check_results("argmax of a permuted view, mask " + std::to_string(mask), evaluate(fusex::argmax(p, make_axes(list)), os), wa);
+      check_results("sum of a permuted view, mask " + std::to_string(mask),
+                    evaluate(fusex::sum(p, make_axes(list)), os), ws);
+      check_results("argmax of a permuted view, mask " + std::to_string(mask),
+                    evaluate(fusex::argmax(p, make_axes(list)), os), wa);
     }
     // Every other column of the last axis: shape [5, 6, 4].
     const auto sl = xv.slice(2, 0, 7, 2);

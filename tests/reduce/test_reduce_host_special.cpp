@@ -55,13 +55,12 @@ TEMPLATE_TEST_CASE("host: NaN propagates through min/max, argmin/argmax pick the
   // Rows: NaN twice; +inf and -inf; all -inf; +inf twice first; +inf later and twice; finite with
   // an +inf; finite with a -inf.
   const shape_v s{7, 5};
-  const auto x = from_values<T>({1, N, 7, -2, N,    //
-                                 I, 2, -I, 3, 0.5,  //
-                                 -I, -I, -I, -I, -I,
-                                 I, I, 1, 2, 3,     //
-                                 1, 2, I, 3, I,     //
-                                 1, 2, 3, I, 4,     //
-                                 1, -I, 3, 2, 4});
+  const auto x = from_values<T>({1,  N,  7,  -2, N,                   //
+                                 I,  2,  -I, 3,  0.5,                 //
+                                 -I, -I, -I, -I, -I,  I, I, 1, 2, 3,  //
+                                 1,  2,  I,  3,  I,                   //
+                                 1,  2,  3,  I,  4,                   //
+                                 1,  -I, 3,  2,  4});
   check_kinds<T, rk::sum, rk::prod, rk::mean, rk::amax, rk::amin, rk::argmax, rk::argmin, rk::any, rk::all, rk::l1,
               rk::l2, rk::linf, rk::var, rk::stddev, rk::logsumexp>(x, s, {-1});
   check_kinds<T, rk::sum, rk::prod, rk::mean, rk::amax, rk::amin, rk::argmax, rk::argmin, rk::any, rk::all, rk::l1,
@@ -264,13 +263,16 @@ TEST_CASE("host: a reduction that cannot broadcast back, or a destination of the
   const auto v = x.cview(fusex::shape_t{4, 5});
   {
     // sum over the last axis without keepdim has shape [4], which does not broadcast against [4, 5].
-    const std::string m = thrown_message<fusex::shape_error>([&] { fusex::host::eval(out.view(fusex::shape_t{4, 5}), v - fusex::sum(v, 1)); });
+    const std::string m = thrown_message<fusex::shape_error>([&] {
+      fusex::host::eval(out.view(fusex::shape_t{4, 5}), v - fusex::sum(v, 1));
+    });
     INFO(m);
     CHECK(contains(m, "[4, 5]"));
     CHECK(contains(m, "[4]"));
   }
   {
-    const std::string m = thrown_message<fusex::shape_error>([&] { fusex::host::eval(out.view(fusex::shape_t{5}), fusex::sum(v, -1)); });
+    const std::string m =
+        thrown_message<fusex::shape_error>([&] { fusex::host::eval(out.view(fusex::shape_t{5}), fusex::sum(v, -1)); });
     INFO(m);
     CHECK(contains(m, "[4]"));
     CHECK(contains(m, "[5]"));
@@ -423,14 +425,15 @@ TEST_CASE("host: composites with a residual add and a cast epilogue: cast<bfloat
   const auto e2 = fusex::cast<fusex::bfloat16>(fusex::layer_norm(xv + rv) * gv + bv);
   check_results("cast<bfloat16>(layer_norm(x + residual) * gamma + beta)", evaluate(e2, s), r.layer_norm_affine);
   // Into a bfloat16 destination without the cast: the store rounds once.
-  check_results("layer_norm(x + residual, gamma, beta) into bfloat16",
-                [&] {
-                  host_array<fusex::bfloat16> out(rows * n);
-                  out.poison();
-                  fusex::host::eval(out.view(to_shape(s)), fusex::layer_norm(xv + rv, gv, bv));
-                  return out;
-                }(),
-                r.layer_norm_affine);
+  check_results(
+      "layer_norm(x + residual, gamma, beta) into bfloat16",
+      [&] {
+        host_array<fusex::bfloat16> out(rows * n);
+        out.poison();
+        fusex::host::eval(out.view(to_shape(s)), fusex::layer_norm(xv + rv, gv, bv));
+        return out;
+      }(),
+      r.layer_norm_affine);
   check_results("rms_norm(x + residual, gamma)", evaluate(fusex::rms_norm(xv + rv, gv), s), r.rms_norm_weight);
   check_results("softmax(x + residual) * 2", evaluate(fusex::softmax(xv + rv) * 2.0f, s), [&] {
     auto w = r.softmax;
@@ -453,7 +456,8 @@ TEST_CASE("host: reductions feeding elementwise work", "[reduce][host][composite
       for (std::size_t j = 0; j < n; ++j) q += xd[i * n + j] * xd[i * n + j];
       want.push_back({std::sqrt(q), (n + 8) * u * std::sqrt(q)});
     }
-    check_results("sqrt(sum(x * x, -1))", evaluate(fusex::sqrt(fusex::sum(xv * xv, -1)), {static_cast<i64>(rows)}), want);
+    check_results("sqrt(sum(x * x, -1))", evaluate(fusex::sqrt(fusex::sum(xv * xv, -1)), {static_cast<i64>(rows)}),
+                  want);
     check_results("norm(x, -1)", evaluate(fusex::norm(xv, -1), {static_cast<i64>(rows)}), want);
   }
   SECTION("x - mean(x, 0) broadcasts the [n] column means back over the rows") {
@@ -476,7 +480,8 @@ TEST_CASE("host: reductions feeding elementwise work", "[reduce][host][composite
         hot[i * n + j] = {xd[i * n + j] == m ? 1.0 : 0.0, 0};
       }
     }
-    check_results("x / norm(x, -1, l2, keepdim)", evaluate(xv / fusex::norm(xv, -1, fusex::norm_kind::l2, fusex::keepdim), s), unit);
+    check_results("x / norm(x, -1, l2, keepdim)",
+                  evaluate(xv / fusex::norm(xv, -1, fusex::norm_kind::l2, fusex::keepdim), s), unit);
     check_results("where(x == amax(x, -1, keepdim), 1, 0)",
                   evaluate(fusex::where(xv == fusex::amax(xv, -1, fusex::keepdim), 1.0f, 0.0f), s), hot);
   }
@@ -488,7 +493,8 @@ TEST_CASE("host: reductions feeding elementwise work", "[reduce][host][composite
     std::vector<ref_value> want(rows * n);
     for (std::size_t i = 0; i < rows; ++i)
       for (std::size_t j = 0; j < n; ++j) want[i * n + j] = {cs[j] + rs[i], (n + 8) * u * 3 * static_cast<double>(n)};
-    check_results("sum(x, 0) + sum(x, 1, keepdim)", evaluate(fusex::sum(xv, 0) + fusex::sum(xv, 1, fusex::keepdim), s), want);
+    check_results("sum(x, 0) + sum(x, 1, keepdim)", evaluate(fusex::sum(xv, 0) + fusex::sum(xv, 1, fusex::keepdim), s),
+                  want);
 
     host_array<float> m(rows), v(rows);
     m.poison();
@@ -496,7 +502,8 @@ TEST_CASE("host: reductions feeding elementwise work", "[reduce][host][composite
     fusex::host::eval(fusex::tie(m.view(fusex::shape_t{6}), v.view(fusex::shape_t{6})), fusex::mean(xv, -1),
                       fusex::var(xv, -1));
     std::vector<ref_value> wm, wv;
-    for (const auto& grp : groups(xd, s, 2u)) wm.push_back(reference(rk::mean, grp, u)), wv.push_back(reference(rk::var, grp, u));
+    for (const auto& grp : groups(xd, s, 2u))
+      wm.push_back(reference(rk::mean, grp, u)), wv.push_back(reference(rk::var, grp, u));
     check_results("tie: mean", m, wm);
     check_results("tie: var", v, wv);
   }
@@ -515,7 +522,8 @@ TEMPLATE_TEST_CASE("host: float16/bfloat16 reductions keep their operand and res
     const double want = (300.0 * 300.0 + 7) / 8;
     const auto v = x.cview(fusex::shape_t{1, 8});
     check_results("mean(x, -1)", evaluate(fusex::mean(v, -1), {1}), std::vector<ref_value>{{(300.0 + 7) / 8, 0}});
-    check_results("mean(x * x, -1)", evaluate(fusex::mean(v * v, -1), {1}), std::vector<ref_value>{{want, 16 * u * want}});
+    check_results("mean(x * x, -1)", evaluate(fusex::mean(v * v, -1), {1}),
+                  std::vector<ref_value>{{want, 16 * u * want}});
   }
   SECTION("rms_norm of values whose squares exceed the float16 range") {
     const std::size_t rows = 2, n = 16;
@@ -585,8 +593,9 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
     // lines, not a second stream: the row stays in registers.
     host_array<float> per_row(8);
     const auto pr = per_row.cview(fusex::shape_t{8, 1});
-    for (const std::string& p : {fusex::explain(ov, fusex::softmax(xv * gv)), fusex::explain(ov, fusex::softmax(xv * pr)),
-                                 fusex::explain(ov, fusex::layer_norm(xv + gv))}) {
+    for (const std::string& p :
+         {fusex::explain(ov, fusex::softmax(xv * gv)), fusex::explain(ov, fusex::softmax(xv * pr)),
+          fusex::explain(ov, fusex::layer_norm(xv + gv))}) {
       INFO(p);
       CHECK(contains(p, "row kept in registers"));
       CHECK_FALSE(contains(p, "re-read"));
@@ -595,10 +604,11 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
   {
     // The common forms: the planner's roles for the real operands are the ones the structure
     // predicts, so the kernel's roles are compile-time constants.
-    for (const std::string& plan : {fusex::explain(ov, fusex::softmax(xv)), fusex::explain(ov, fusex::log_softmax(xv)),
-                                    fusex::explain(ov, fusex::layer_norm(xv)), fusex::explain(ov, fusex::layer_norm(xv, gv, bv)),
-                                    fusex::explain(ov, fusex::rms_norm(xv, gv)),
-                                    fusex::explain(out_bf.view(s), fusex::cast<fusex::bfloat16>(fusex::layer_norm(xv, gv, bv)))}) {
+    for (const std::string& plan :
+         {fusex::explain(ov, fusex::softmax(xv)), fusex::explain(ov, fusex::log_softmax(xv)),
+          fusex::explain(ov, fusex::layer_norm(xv)), fusex::explain(ov, fusex::layer_norm(xv, gv, bv)),
+          fusex::explain(ov, fusex::rms_norm(xv, gv)),
+          fusex::explain(out_bf.view(s), fusex::cast<fusex::bfloat16>(fusex::layer_norm(xv, gv, bv)))}) {
       INFO(plan);
       CHECK(contains(plan, "row kept in registers"));
       CHECK(contains(plan, "static path: roles and strides known at compile time"));
@@ -639,7 +649,8 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
   {
     // Written by hand, softmax nests: the max is needed before the sum of exponentials.
     const auto m = fusex::max(xv, -1, fusex::keepdim);
-    const std::string plan = fusex::explain(ov, fusex::exp(xv - m) / fusex::sum(fusex::exp(xv - m), -1, fusex::keepdim));
+    const std::string plan =
+        fusex::explain(ov, fusex::exp(xv - m) / fusex::sum(fusex::exp(xv - m), -1, fusex::keepdim));
     INFO(plan);
     CHECK(contains(plan, "2 pass(es) over each row (3 reduction(s)"));
   }
@@ -681,7 +692,8 @@ TEST_CASE("host: explain() names rule 1 (one row kernel) and rule 2 with its rea
   }
 }
 
-TEST_CASE("host: the cached row's roles: per leaf type, the most written operand owns the registers", "[reduce][host][explain]") {
+TEST_CASE("host: the cached row's roles: per leaf type, the most written operand owns the registers",
+          "[reduce][host][explain]") {
   using fusex::detail::operand_layout;
   float a = 0, b = 0;
   fusex::bfloat16 c{};
@@ -698,8 +710,8 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   int cached = 0;
   {
     // b (written twice) beats a (once) for float32; c owns the bfloat16 registers alone.
-    const operand_layout ops[] = {leaf(&a, "float32", 4, 256), leaf(&b, "float32", 4, 256), leaf(&c, "bfloat16", 2, 256),
-                                  leaf(&b, "float32", 4, 256)};
+    const operand_layout ops[] = {leaf(&a, "float32", 4, 256), leaf(&b, "float32", 4, 256),
+                                  leaf(&c, "bfloat16", 2, 256), leaf(&b, "float32", 4, 256)};
     const auto m = fusex::detail::assign_cache_roles(ops, 4, cached);
     CHECK(role(m, 0) == 0);
     CHECK(role(m, 1) == 2);
@@ -719,7 +731,8 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   {
     // Only eligible leaves take part (a one-value-per-row epilogue reads its leaves from memory):
     // the ineligible b, written twice, does not win over a.
-    const operand_layout ops[] = {leaf(&b, "float32", 4, 256), leaf(&a, "float32", 4, 256), leaf(&b, "float32", 4, 256)};
+    const operand_layout ops[] = {leaf(&b, "float32", 4, 256), leaf(&a, "float32", 4, 256),
+                                  leaf(&b, "float32", 4, 256)};
     const bool eligible[] = {false, true, false};
     const auto m = fusex::detail::assign_cache_roles(ops, 3, cached, eligible);
     CHECK(role(m, 0) == 0);
@@ -835,7 +848,7 @@ TEST_CASE("host: the two-level forms of logsumexp and var agree with the one-pas
       {big, big, big, big, big, big, big, big},  // var: 0, not an overflowed NaN
       {big, -big, big, -big, 1.0f, 2.0f, 3.0f, 4.0f},
       {80.0f, 85.0f, 88.0f, 88.5f, -100.0f, 70.0f, 60.0f, 87.0f},  // exp would overflow unshifted
-      std::vector<float>(8192, 1.5f),  // the longest cached row (2-byte types), constant
+      std::vector<float>(8192, 1.5f),                              // the longest cached row (2-byte types), constant
   };
   static_assert(fusex::reduce_ops::variance<0>::two_level_max_count == 8192, "the rows above are the longest");
   std::vector<float> ramp(8192);
@@ -850,13 +863,15 @@ TEST_CASE("host: the two-level forms of logsumexp and var agree with the one-pas
     const auto& x = rows[r];
     INFO("row " << r);
     const fusex::reduce_ops::logsumexp lse{};
-    const float l2 = two_level<fusex::reduce_ops::logsumexp, 4>(lse, x), l1 = one_pass<fusex::reduce_ops::logsumexp, 4>(lse, x);
+    const float l2 = two_level<fusex::reduce_ops::logsumexp, 4>(lse, x),
+                l1 = one_pass<fusex::reduce_ops::logsumexp, 4>(lse, x);
     INFO("logsumexp two-level " << l2 << ", one-pass " << l1);
     CHECK(same(l2, l1, 1e-6));
     for (const double correction : {0.0, 1.0}) {
       fusex::reduce_ops::variance<0> var{};
       var.correction = correction;
-      const float v2 = two_level<fusex::reduce_ops::variance<0>, 4>(var, x), v1 = one_pass<fusex::reduce_ops::variance<0>, 4>(var, x);
+      const float v2 = two_level<fusex::reduce_ops::variance<0>, 4>(var, x),
+                  v1 = one_pass<fusex::reduce_ops::variance<0>, 4>(var, x);
       INFO("var (correction " << correction << ") two-level " << v2 << ", one-pass " << v1);
       CHECK(same(v2, v1, 1e-5));
     }

@@ -40,8 +40,8 @@ bool verdict_line(const char* mutation, composite op, std::int64_t cols, const c
   const double err = std::fabs(to_double(got[i]) - e.value[i]);
   std::printf("%-9s %-40s %6lld  %-22s %-8s worst |err| %.3e  tol %.3e  ratio %9.3g  (log space: %s, ratio %.3g)\n",
               fusex::dtype_name<T>(), composite_name(op), static_cast<long long>(cols), mutation,
-              v.ok() ? "passes" : "FAILS", err, tol, v.linear.worst_ratio, e.log_value.empty() ? "-" : (v.log.ok() ? "passes" : "FAILS"),
-              v.log.worst_ratio);
+              v.ok() ? "passes" : "FAILS", err, tol, v.linear.worst_ratio,
+              e.log_value.empty() ? "-" : (v.log.ok() ? "passes" : "FAILS"), v.log.worst_ratio);
   return v.ok();
 }
 
@@ -89,7 +89,10 @@ std::vector<double> float_emulation(composite op, const composite_data<T>& d) {
     auto b = [&](std::size_t j) { return static_cast<float>(d.bd[j]); };
     if (op == composite::softmax || op == composite::softmax_res || op == composite::log_softmax_res) {
       const auto a = fold_like_the_row_kernel<max_sum_f>(
-          v, [](float x) { return max_sum_f{x, 1.0f}; },
+          v,
+          [](float x) {
+            return max_sum_f{x, 1.0f};
+          },
           [](max_sum_f p, max_sum_f q) {
             const float m = std::max(p.m, q.m);
             return max_sum_f{m, p.s * std::exp(p.m - m) + q.s * std::exp(q.m - m)};
@@ -99,7 +102,10 @@ std::vector<double> float_emulation(composite op, const composite_data<T>& d) {
         out[o + j] = op == composite::log_softmax_res ? (v[j] - lse) + b(j) : std::exp(v[j] - lse) * g(j);
     } else if (op == composite::layer_norm || op == composite::layer_norm_res) {
       const auto w = fold_like_the_row_kernel<welford_f>(
-          v, [](float x) { return welford_f{1.0f, x, 0.0f}; },
+          v,
+          [](float x) {
+            return welford_f{1.0f, x, 0.0f};
+          },
           [](welford_f p, welford_f q) {
             const float n = p.n + q.n, delta = q.mean - p.mean, wb = q.n / n;
             return welford_f{n, p.mean + delta * wb, p.m2 + q.m2 + delta * delta * p.n * wb};
@@ -109,7 +115,8 @@ std::vector<double> float_emulation(composite op, const composite_data<T>& d) {
     } else {
       std::vector<float> sq(v.size());
       for (std::size_t j = 0; j < v.size(); ++j) sq[j] = v[j] * v[j];
-      const float s = fold_like_the_row_kernel<float>(sq, [](float x) { return x; }, [](float p, float q) { return p + q; });
+      const float s = fold_like_the_row_kernel<float>(
+          sq, [](float x) { return x; }, [](float p, float q) { return p + q; });
       const float rs = 1.0f / std::sqrt(s / static_cast<float>(v.size()) + static_cast<float>(rms_norm_eps));
       for (std::size_t j = 0; j < v.size(); ++j) out[o + j] = v[j] * rs * g(j);
     }
@@ -135,8 +142,9 @@ void self_check() {
   std::printf("\n");
   for (const std::int64_t cols : composite_cols) {
     const auto d = make_composite_data<T>(composite_rows, cols);
-    for (const composite op : {composite::softmax_res, composite::log_softmax_res, composite::layer_norm_res,
-                               composite::softmax, composite::layer_norm, composite::rms_norm, composite::rms_norm_res}) {
+    for (const composite op :
+         {composite::softmax_res, composite::log_softmax_res, composite::layer_norm_res, composite::softmax,
+          composite::layer_norm, composite::rms_norm, composite::rms_norm_res}) {
       INFO(composite_name(op) << " [" << composite_rows << ", " << cols << "] " << fusex::dtype_name<T>());
       const composite_expected e = composite_reference(op, d);
       // The correct output, rounded once to T, passes: the tolerance admits the output's rounding.
@@ -167,9 +175,7 @@ void self_check() {
           expect_caught("log_softmax - 0.01", wrong);
           break;
         case composite::layer_norm:
-        case composite::layer_norm_res:
-          expect_caught("sample variance", composite_reference(op, d, 1.0).value);
-          break;
+        case composite::layer_norm_res: expect_caught("sample variance", composite_reference(op, d, 1.0).value); break;
         case composite::rms_norm:
         case composite::rms_norm_res:
           for (std::size_t i = 0; i < wrong.size(); ++i) wrong[i] = e.value[i] * (1 + 1e-3);
@@ -182,8 +188,8 @@ void self_check() {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("composite tolerances: mutated outputs fail, correctly rounded ones pass", "[reduce][tolerance]", float,
-                   half, bfloat16) {
+TEMPLATE_TEST_CASE("composite tolerances: mutated outputs fail, correctly rounded ones pass", "[reduce][tolerance]",
+                   float, half, bfloat16) {
   self_check<TestType>();
 }
 

@@ -151,11 +151,13 @@ TEST_CASE("stress (GPU): arena + eval + graph capture/replay, 8 threads x 4 stre
     CHECK(errors[static_cast<std::size_t>(t)] == "");
   }
   const fusex::arena_stats st = a.stats();
-  std::printf("stress: %.0f s, %lld operations, %lld evals, %lld graph replays, %llu allocations, %llu upstream chunks, "
-              "peak %zu bytes in use, corrupted words %llu; at the end: %zu bytes / %zu allocations in use, %zu private pools\n",
-              seconds, ops.load(), evals.load(), replays.load(), static_cast<unsigned long long>(st.allocations),
-              static_cast<unsigned long long>(st.upstream_allocations), st.peak_bytes_in_use, bad.value(), st.bytes_in_use,
-              st.allocations_in_use, st.private_pools);
+  std::printf(
+      "stress: %.0f s, %lld operations, %lld evals, %lld graph replays, %llu allocations, %llu upstream chunks, "
+      "peak %zu bytes in use, corrupted words %llu; at the end: %zu bytes / %zu allocations in use, %zu private "
+      "pools\n",
+      seconds, ops.load(), evals.load(), replays.load(), static_cast<unsigned long long>(st.allocations),
+      static_cast<unsigned long long>(st.upstream_allocations), st.peak_bytes_in_use, bad.value(), st.bytes_in_use,
+      st.allocations_in_use, st.private_pools);
   CHECK(bad.value() == 0);
   CHECK(st.bytes_in_use == 0);
   CHECK(st.allocations_in_use == 0);

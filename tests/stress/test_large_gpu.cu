@@ -66,7 +66,9 @@ TEST_CASE("large (GPU): elementwise, reductions and copy past 2^31 elements", "[
   // Full reduction over n elements: sum of ones as int64.
   std::int64_t* d_sum = nullptr;
   FUSEX_CUDA_CHECK(cudaMalloc(&d_sum, sizeof(std::int64_t)));
-  fusex_test::run(s, [&](cudaStream_t st) { fusex::eval(fusex::make_view(d_sum, {}), fusex::sum(fusex::cast<std::int64_t>(vx)), st); });
+  fusex_test::run(s, [&](cudaStream_t st) {
+    fusex::eval(fusex::make_view(d_sum, {}), fusex::sum(fusex::cast<std::int64_t>(vx)), st);
+  });
   CHECK(read_at(d_sum, 0) == n);
 
   // Row reduction: 2 rows of n/2 (> 2^30 each, 2^31 + in all), sum of y = 3 per element.
@@ -74,7 +76,9 @@ TEST_CASE("large (GPU): elementwise, reductions and copy past 2^31 elements", "[
   std::int64_t* d_rows = nullptr;
   FUSEX_CUDA_CHECK(cudaMalloc(&d_rows, 2 * sizeof(std::int64_t)));
   const auto m = fusex::make_view(y, {2, half_n});
-  fusex_test::run(s, [&](cudaStream_t st) { fusex::eval(fusex::make_view(d_rows, {2}), fusex::sum(fusex::cast<std::int64_t>(m), -1), st); });
+  fusex_test::run(s, [&](cudaStream_t st) {
+    fusex::eval(fusex::make_view(d_rows, {2}), fusex::sum(fusex::cast<std::int64_t>(m), -1), st);
+  });
   CHECK(read_at(d_rows, 0) == 3 * half_n);
   CHECK(read_at(d_rows, 1) == 3 * half_n);
 
@@ -86,9 +90,10 @@ TEST_CASE("large (GPU): elementwise, reductions and copy past 2^31 elements", "[
   FUSEX_CUDA_CHECK(cudaMemsetAsync(d_wide, 0xff, wide_rows * sizeof(std::int64_t), s));  // poisoned
   const auto wide = fusex::make_view(y, {wide_rows, wide_cols});
   const auto wide_out = fusex::make_view(d_wide, {wide_rows});
-  CHECK(fusex::explain(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1)).find("launched in 2 pieces of at most 16384 rows") !=
-        std::string::npos);
-  fusex_test::run(s, [&](cudaStream_t st) { fusex::eval(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1), st); });
+  CHECK(fusex::explain(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1))
+            .find("launched in 2 pieces of at most 16384 rows") != std::string::npos);
+  fusex_test::run(s,
+                  [&](cudaStream_t st) { fusex::eval(wide_out, fusex::sum(fusex::cast<std::int64_t>(wide), -1), st); });
   std::vector<std::int64_t> h_wide(static_cast<std::size_t>(wide_rows));
   FUSEX_CUDA_CHECK(cudaMemcpyAsync(h_wide.data(), d_wide, wide_rows * sizeof(std::int64_t), cudaMemcpyDeviceToHost, s));
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -21,14 +21,18 @@ namespace fusex_test {
 struct boolean {
   bool v = false;
   boolean() = default;
-  boolean(bool b) : v(b) {}  // NOLINT: converts like bool
+  boolean(bool b) : v(b) {}            // NOLINT: converts like bool
   operator bool() const { return v; }  // NOLINT
 };
 /// Host storage for device data of type T (bool as `boolean`).
 template <class T>
-struct host_type { using type = T; };
+struct host_type {
+  using type = T;
+};
 template <>
-struct host_type<bool> { using type = boolean; };
+struct host_type<bool> {
+  using type = boolean;
+};
 template <class T>
 using host_t = typename host_type<T>::type;
 template <class T>
@@ -187,7 +191,7 @@ comparison compare_within(const std::vector<T>& got, const std::vector<double>& 
     else if (std::isinf(r)) ratio = g == r ? 0 : INFINITY;
     else if (!std::isfinite(g)) ratio = INFINITY;
     else ratio = std::fabs(g - r) / tol;  // tol > 0 unless rel * |r| and the floors are all 0
-    if (std::isnan(ratio)) ratio = 0;    // 0 / 0: an exact match where no error is allowed
+    if (std::isnan(ratio)) ratio = 0;     // 0 / 0: an exact match where no error is allowed
     if (ratio > c.worst_ratio) c.worst_ratio = ratio, c.worst = i;
     if (ratio > 1) {
       if (c.mismatches < 4)

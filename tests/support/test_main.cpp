@@ -22,9 +22,10 @@ int main(int argc, char* argv[]) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no NVIDIA GPU or driver was found (cudaGetDeviceCount: %s, %d device(s)); "
-                "this program's tests need a GPU and were not run.\n",
-                err != cudaSuccess ? cudaGetErrorName(err) : "cudaSuccess", count);
+    std::printf(
+        "SKIPPED: no NVIDIA GPU or driver was found (cudaGetDeviceCount: %s, %d device(s)); "
+        "this program's tests need a GPU and were not run.\n",
+        err != cudaSuccess ? cudaGetErrorName(err) : "cudaSuccess", count);
     return 77;
   }
   // Diagnostics: FUSEX_TEST_DEFAULT_RESOURCE=async runs a suite with cudaMallocAsync as the default

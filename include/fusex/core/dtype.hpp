@@ -31,13 +31,13 @@ using bfloat16 = __nv_bfloat16;  ///< bfloat16
 /// True for the element types fusex supports.
 template <class T>
 inline constexpr bool is_dtype_v =
-    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> ||
-    std::is_same_v<T, bfloat16> || std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::uint8_t> ||
-    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>;
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16> ||
+    std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>;
 
 template <class T>
-inline constexpr bool is_floating_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                      std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+inline constexpr bool is_floating_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 template <class T>
 inline constexpr bool is_integer_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
@@ -58,11 +58,17 @@ constexpr const char* dtype_name() {
 
 namespace detail {
 template <class T>
-struct compute_type { using type = T; };
+struct compute_type {
+  using type = T;
+};
 template <>
-struct compute_type<half> { using type = float; };
+struct compute_type<half> {
+  using type = float;
+};
 template <>
-struct compute_type<bfloat16> { using type = float; };
+struct compute_type<bfloat16> {
+  using type = float;
+};
 
 template <class T>
 constexpr int category() {  // 0 bool, 1 integer, 2 floating
@@ -98,7 +104,9 @@ constexpr auto promote_impl() {
 
 // Floating result for math functions: integers and bool compute in float32.
 template <class T>
-struct float_of { using type = std::conditional_t<is_floating_v<T>, T, float>; };
+struct float_of {
+  using type = std::conditional_t<is_floating_v<T>, T, float>;
+};
 }  // namespace detail
 
 /// The type a value of T is computed in (float for float16/bfloat16, T otherwise).
@@ -111,9 +119,13 @@ using promote_t = decltype(detail::promote_impl<A, B>());
 
 /// The promoted type of one or more element types.
 template <class T, class... Ts>
-struct promote_all { using type = T; };
+struct promote_all {
+  using type = T;
+};
 template <class A, class B, class... Ts>
-struct promote_all<A, B, Ts...> { using type = typename promote_all<promote_t<A, B>, Ts...>::type; };
+struct promote_all<A, B, Ts...> {
+  using type = typename promote_all<promote_t<A, B>, Ts...>::type;
+};
 template <class... Ts>
 using promote_all_t = typename promote_all<Ts...>::type;
 

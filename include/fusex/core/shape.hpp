@@ -33,8 +33,9 @@ class dims {
     for (I x : v) v_[rank_++] = to_int64(x);
   }
   /// `{rows, 3}`: integers of mixed types (two or more; one converts through the list form).
-  template <class I0, class I1, class... I,
-            std::enable_if_t<detail::is_index_v<I0> && detail::is_index_v<I1> && (detail::is_index_v<I> && ...), int> = 0>
+  template <
+      class I0, class I1, class... I,
+      std::enable_if_t<detail::is_index_v<I0> && detail::is_index_v<I1> && (detail::is_index_v<I> && ...), int> = 0>
   dims(I0 a, I1 b, I... rest) {
     check_rank(static_cast<int>(2 + sizeof...(I)));
     v_[rank_++] = to_int64(a);
@@ -92,8 +93,8 @@ class dims {
 
   static void check_rank(int r) {
     if (r < 0 || r > max_rank)
-      throw shape_error("fusex: rank " + std::to_string(r) + " exceeds fusex::max_rank (" +
-                        std::to_string(max_rank) + ")");
+      throw shape_error("fusex: rank " + std::to_string(r) + " exceeds fusex::max_rank (" + std::to_string(max_rank) +
+                        ")");
   }
 
  private:
@@ -136,8 +137,8 @@ inline strides_t contiguous_strides(const shape_t& s) {
 /// Normalises a possibly negative axis against `rank`; throws shape_error naming the axis.
 inline int normalize_axis(int axis, int rank, const char* what = "axis") {
   if (axis < -rank || axis >= (rank > 0 ? rank : 1) || (rank == 0 && axis != 0 && axis != -1)) {
-    throw shape_error(std::string("fusex: ") + what + " " + std::to_string(axis) +
-                      " is out of range for rank " + std::to_string(rank));
+    throw shape_error(std::string("fusex: ") + what + " " + std::to_string(axis) + " is out of range for rank " +
+                      std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;
 }
@@ -157,8 +158,7 @@ inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* 
     } else {
       std::string m = "fusex: shapes " + a.str() + " and " + b.str() + " cannot be broadcast";
       if (context) m += std::string(" in '") + context + "'";
-      m += " (dimension " + std::to_string(i - r) + ": " + std::to_string(ea) + " vs " +
-           std::to_string(eb) + ")";
+      m += " (dimension " + std::to_string(i - r) + ": " + std::to_string(ea) + " vs " + std::to_string(eb) + ")";
       throw shape_error(m);
     }
   }

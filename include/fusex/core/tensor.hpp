@@ -34,8 +34,8 @@ class tensor {
 
   /// A mutable view of the whole tensor.
   fusex::view<T> view() const { return fusex::view<T>(buf_.data(), shape_); }
-  operator fusex::view<T>() const { return view(); }              // NOLINT: views convert implicitly
-  operator fusex::view<const T>() const { return view(); }        // NOLINT
+  operator fusex::view<T>() const { return view(); }        // NOLINT: views convert implicitly
+  operator fusex::view<const T>() const { return view(); }  // NOLINT
 
   /// Evaluates `expr` into this tensor on `stream` (asynchronous). Defined in <fusex/eval.hpp>.
   template <class E>

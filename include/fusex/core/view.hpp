@@ -61,7 +61,8 @@ class view {
 
   /// A rank-1 view of a contiguous container with `.data()` and `.size()` (std::vector for host
   /// evaluation, thrust::device_vector or any device container for device evaluation).
-  template <class C, class = std::enable_if_t<detail::has_data_size<C>::value && !std::is_same_v<std::decay_t<C>, view>>>
+  template <class C,
+            class = std::enable_if_t<detail::has_data_size<C>::value && !std::is_same_v<std::decay_t<C>, view>>>
   explicit view(C& c)
       : view(static_cast<T*>(detail::raw_pointer(c.data())), shape_t{static_cast<std::int64_t>(c.size())}) {}
 
@@ -160,8 +161,8 @@ class view {
                         " elements) to " + s.str());
     }
     if (!is_contiguous()) {
-      throw shape_error("fusex: reshape needs a contiguous view; shape " + shape_.str() + " strides " +
-                        strides_.str() + " is not");
+      throw shape_error("fusex: reshape needs a contiguous view; shape " + shape_.str() + " strides " + strides_.str() +
+                        " is not");
     }
     return view(data_, s);
   }
@@ -195,8 +196,7 @@ class view {
   view squeeze(int axis) const {
     const int a = dim_index(axis, "squeeze axis");
     if (shape_[a] != 1) {
-      throw shape_error("fusex: squeeze(" + std::to_string(axis) + ") of shape " + shape_.str() +
-                        ": extent is not 1");
+      throw shape_error("fusex: squeeze(" + std::to_string(axis) + ") of shape " + shape_.str() + ": extent is not 1");
     }
     view v = *this;
     v.shape_.erase(a);
@@ -222,8 +222,8 @@ class view {
         throw shape_error("fusex: negative stride in strides " + strides_.str() + " (shape " + shape_.str() + ")");
     }
     if (data_ == nullptr && size() != 0) {
-      throw invalid_argument("fusex: null pointer for a view of shape " + shape_.str() + " (" +
-                             std::to_string(size()) + " elements)");
+      throw invalid_argument("fusex: null pointer for a view of shape " + shape_.str() + " (" + std::to_string(size()) +
+                             " elements)");
     }
   }
 

@@ -51,13 +51,19 @@ void collect_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>
 
 // --- materialisation: each reduction replaced by a leaf over its computed result ---------------
 template <class N>
-struct materialized { using type = N; };
+struct materialized {
+  using type = N;
+};
 template <class Op, class... A>
-struct materialized<map_node<Op, A...>> { using type = map_node<Op, typename materialized<A>::type...>; };
+struct materialized<map_node<Op, A...>> {
+  using type = map_node<Op, typename materialized<A>::type...>;
+};
 // A materialised reduction is kept in its compute type (float for float16/bfloat16 results), as
 // the row kernel keeps it, so the two strategies round alike.
 template <class Op, class C>
-struct materialized<reduce_node<Op, C>> { using type = leaf_node<compute_t<typename reduce_node<Op, C>::value_type>>; };
+struct materialized<reduce_node<Op, C>> {
+  using type = leaf_node<compute_t<typename reduce_node<Op, C>::value_type>>;
+};
 template <class N>
 using materialized_t = typename materialized<N>::type;
 
@@ -235,8 +241,9 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
       // Vector access along the inner dimension (reduced for rows, kept for columns).
       const std::int64_t inner = inner_reduced ? ns : ks, outer = inner_reduced ? ks : ns;
       const std::int64_t outer_count = inner_reduced ? sp.k_count : sp.n_count;
-      if (inner != 0 && (inner != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(W * o.elem_size) != 0 ||
-                         (outer_count > 1 && outer % W != 0)))
+      if (inner != 0 &&
+          (inner != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(W * o.elem_size) != 0 ||
+           (outer_count > 1 && outer % W != 0)))
         return false;
       for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
       o.s[0] = inner_reduced ? ks : ns;
@@ -287,9 +294,10 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
     }
     if (inner_reduced) {
       const std::int64_t ky = sp.k_count < 65535 ? sp.k_count : 65535;
-      const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky), static_cast<unsigned>((sp.k_count + ky - 1) / ky));
-      launch_kernel("reduce_rows_kernel", &reduce_rows_kernel<Index, W, Op, decltype(child), Acc, R>, grid, dim3(256), 0,
-                    dr.stream, dev, p, n.op, child, partials, out);
+      const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky),
+                      static_cast<unsigned>((sp.k_count + ky - 1) / ky));
+      launch_kernel("reduce_rows_kernel", &reduce_rows_kernel<Index, W, Op, decltype(child), Acc, R>, grid, dim3(256),
+                    0, dr.stream, dev, p, n.op, child, partials, out);
     } else {
       launch_kernel("reduce_cols_kernel", &reduce_cols_kernel<Index, W, Op, decltype(child), Acc, R>,
                     dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(256), 0, dr.stream, dev, p,
@@ -370,7 +378,8 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
   }
   if (inner_reduced) {
     const std::int64_t ky = sp.k_count < 65535 ? sp.k_count : 65535;
-    const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky), static_cast<unsigned>((sp.k_count + ky - 1) / ky));
+    const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky),
+                    static_cast<unsigned>((sp.k_count + ky - 1) / ky));
     launch_kernel("reduce_block_kernel", &reduce_block_kernel<Index, Op, decltype(child), Acc, R>, grid, dim3(256), 0,
                   dr.stream, dev, p, n.op, child, partials, out);
   } else {
@@ -383,9 +392,10 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
   if (splits > 1) {
     const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
     const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
-    launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid, dim3(inner_reduced ? 256 : 32),
-                  0, dr.stream, dev, static_cast<Index>(sp.k_count), static_cast<Index>(splits),
-                  static_cast<Index>(sp.n_count), inner_reduced, n.op, static_cast<const Acc*>(partials), out);
+    launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid,
+                  dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
+                  static_cast<Index>(splits), static_cast<Index>(sp.n_count), inner_reduced, n.op,
+                  static_cast<const Acc*>(partials), out);
   }
 }
 
@@ -447,8 +457,9 @@ void check_row_overlap(const std::array<operand_layout, N>& ops, const row_layou
     const bool same = L.full_dest && ops[i].data == ops[0].data && ops[i].elem_size == ops[0].elem_size &&
                       ops[i].s[0] == ops[0].s[0] && ops[i].s[1] == ops[0].s[1];
     if (!same) {
-      throw invalid_argument("fusex: destination (" + operand_text(ops[0]) + ") overlaps input " + std::to_string(i - 1) +
-                             " (" + operand_text(ops[i]) + ") other than element for element; the result would race");
+      throw invalid_argument("fusex: destination (" + operand_text(ops[0]) + ") overlaps input " +
+                             std::to_string(i - 1) + " (" + operand_text(ops[i]) +
+                             ") other than element for element; the result would race");
     }
   }
 }
@@ -467,7 +478,8 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   // block, down to one, so they spread over more SMs and each block's barriers wait for fewer
   // warps.
   if (row_tuning_state().spread_small) {
-    while (p.rows_per_block > 1 && (L.rows + p.rows_per_block - 1) / p.rows_per_block < dev.sm_count) p.rows_per_block /= 2;
+    while (p.rows_per_block > 1 && (L.rows + p.rows_per_block - 1) / p.rows_per_block < dev.sm_count)
+      p.rows_per_block /= 2;
   }
   p.n_slots = E::reduce_count;
   p.vectorized = L.vector_width > 1;
@@ -485,16 +497,17 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   using Ev = std::decay_t<decltype(ev)>;
   // The planner's register budget is the kernel's (one vector set per distinct leaf type): a
   // cached plan always has the cached path compiled.
-  if (p.cached && !row_cache_possible<Index, V, Ev>) throw error("fusex: internal: a cached row plan without a cached kernel");
+  if (p.cached && !row_cache_possible<Index, V, Ev>)
+    throw error("fusex: internal: a cached row plan without a cached kernel");
   if constexpr (row_cache_possible<Index, V, Ev>) {
     if (p.cached && row_static_path(L, ops.data(), static_cast<int>(N), predicted_cache_modes<Ev>::value)) {
-      launch_kernel("row_kernel (static path)", &row_kernel<Index, V, true, Out, Ev>, dim3(static_cast<unsigned>(blocks)),
-                    dim3(block), smem, stream, dev, p, out, ev);
+      launch_kernel("row_kernel (static path)", &row_kernel<Index, V, true, Out, Ev>,
+                    dim3(static_cast<unsigned>(blocks)), dim3(block), smem, stream, dev, p, out, ev);
       return;
     }
   }
-  launch_kernel("row_kernel", &row_kernel<Index, V, false, Out, Ev>, dim3(static_cast<unsigned>(blocks)), dim3(block), smem,
-                stream, dev, p, out, ev);
+  launch_kernel("row_kernel", &row_kernel<Index, V, false, Out, Ev>, dim3(static_cast<unsigned>(blocks)), dim3(block),
+                smem, stream, dev, p, out, ev);
 }
 #endif
 

@@ -13,8 +13,8 @@ namespace fusex::detail {
 /// What one launch_monitor region counts. Regions nest: the innermost active one counts, and
 /// adds its counts to the one around it when it stops.
 struct launch_tally {
-  std::uint64_t kernels = 0;  ///< Kernel launches submitted (captured ones included).
-  std::uint64_t graphs = 0;   ///< Graph launches submitted (graph_exec::launch).
+  std::uint64_t kernels = 0;       ///< Kernel launches submitted (captured ones included).
+  std::uint64_t graphs = 0;        ///< Graph launches submitted (graph_exec::launch).
   launch_tally* parent = nullptr;  ///< The region around this one on the same thread, or null.
 };
 

@@ -51,7 +51,7 @@ template <int V, int R, class Index>
 FUSEX_HD FUSEX_FORCEINLINE coord<Index, R> work_coord(const elementwise_params<Index>& p, Index w) {
   coord<Index, R> c;
   c.rank = p.rank;
-FUSEX_UNROLL
+  FUSEX_UNROLL
   for (int d = R - 1; d >= 1; --d) {
     if (R < max_rank || d < p.rank) {
       Index q, r;
@@ -78,23 +78,23 @@ struct assignment {
 template <int V, int U, int R, class Index, class Assignments, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const elementwise_params<Index>& p, Index first,
                                               Index step, Index limit, std::index_sequence<I...>) {
-  using results = cuda::std::tuple<
-      vec<typename cuda::std::tuple_element_t<I, Assignments>::expr_type::compute_type, V>...>;
+  using results =
+      cuda::std::tuple<vec<typename cuda::std::tuple_element_t<I, Assignments>::expr_type::compute_type, V>...>;
   coord<Index, R> c[U];
   results r[U];
   bool ok[U];
   if (first + static_cast<Index>(U - 1) * step < limit) {
     // Full set (the common case): no per-item branches, so all loads can be issued together.
-FUSEX_UNROLL
+    FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
       c[u] = work_coord<V, R>(p, first + static_cast<Index>(u) * step);
       r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
-FUSEX_UNROLL
+    FUSEX_UNROLL
     for (int u = 0; u < U; ++u) (cuda::std::get<I>(as).out.template store<V>(c[u], cuda::std::get<I>(r[u])), ...);
     return;
   }
-FUSEX_UNROLL
+  FUSEX_UNROLL
   for (int u = 0; u < U; ++u) {
     const Index w = first + static_cast<Index>(u) * step;
     ok[u] = w < limit;
@@ -103,7 +103,7 @@ FUSEX_UNROLL
       r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
   }
-FUSEX_UNROLL
+  FUSEX_UNROLL
   for (int u = 0; u < U; ++u) {
     if (ok[u]) (cuda::std::get<I>(as).out.template store<V>(c[u], cuda::std::get<I>(r[u])), ...);
   }
@@ -149,7 +149,8 @@ __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Inde
       for (Index first = block_first; first < p.work; first += chunk)
         process_items<V, U, R>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
       const Index threads = static_cast<Index>(gridDim.x) * blockDim.x;
-      for (Index e = p.tail_start + static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total; e += threads)
+      for (Index e = p.tail_start + static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total;
+           e += threads)
         process_element(as, p.rank, e, seq{});
       return;
     }

@@ -29,8 +29,8 @@ struct row_params {
   int rows_per_block;  // blockDim.x / tpr
   int n_slots;         // reductions per row
   bool vectorized;
-  bool cached;         // cols / V <= row_cache_chunks(V) * tpr: the row is kept in registers
-  bool full;           // epilogue over whole rows (else one value per row)
+  bool cached;                // cols / V <= row_cache_chunks(V) * tpr: the row is kept in registers
+  bool full;                  // epilogue over whole rows (else one value per row)
   std::uint64_t cache_modes;  // cached path: each leaf's cache role, 2 bits per leaf in visit order
 };
 
@@ -40,10 +40,10 @@ struct row_params {
 /// the coordinates stay in registers.
 template <class Index>
 struct reduce_params {
-  Index k_count;   // outputs
-  Index n_count;   // reduced elements per output
-  Index splits;    // partial accumulators per output
-  int nk, nr;      // kept and reduced dimension counts
+  Index k_count;                     // outputs
+  Index n_count;                     // reduced elements per output
+  Index splits;                      // partial accumulators per output
+  int nk, nr;                        // kept and reduced dimension counts
   fast_divmod<Index> div[max_rank];  // extent of each coordinate position
 };
 
@@ -65,8 +65,9 @@ FUSEX_HD FUSEX_FORCEINLINE void decode(Index i, int lo, int hi, const fast_divmo
 /// is: larger plans are launched in pieces of rows), and the leaves' vectors fit the register
 /// budget (as the planner decides).
 template <class Index, int V, class Expr>
-inline constexpr bool row_cache_possible =
-    V > 1 && sizeof(Index) == 4 && leaf_type_bytes<Expr>::value * row_cache_chunks(V) * V <= row_cache_budget_bytes;
+inline constexpr bool row_cache_possible = V > 1 && sizeof(Index) == 4 &&
+                                           row_cache_chunks(V) * V* leaf_type_bytes<Expr>::value
+                                               <= row_cache_budget_bytes;
 
 template <class L>
 struct one_two_byte_type : std::false_type {};
@@ -79,7 +80,7 @@ struct one_two_byte_type<type_list<T>> : std::bool_constant<sizeof(T) == 2> {};
 /// sm_90). Expressions over several leaf types keep one register set per type and the
 /// compiler's choice.
 template <bool Static, class Expr>
-inline constexpr int row_min_blocks = Static && one_two_byte_type<leaf_types_t<Expr>>::value ? 4 : 1;
+inline constexpr int row_min_blocks = (Static && one_two_byte_type<leaf_types_t<Expr>>::value) ? 4 : 1;
 
 #if defined(__CUDACC__)
 /// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one
@@ -148,7 +149,8 @@ struct has_lift_vec<Op, T, W,
 /// lift_vec where it has one (logsumexp, variance), else a pairwise tree of lifts, so no chain of
 /// W dependent combines.
 template <class T, int W, class Op>
-__device__ FUSEX_FORCEINLINE typename Op::template acc<T> lift_vec(const Op& op, const compute_t<T> (&x)[W], std::int64_t first) {
+__device__ FUSEX_FORCEINLINE typename Op::template acc<T> lift_vec(const Op& op, const compute_t<T> (&x)[W],
+                                                                   std::int64_t first) {
   if constexpr (has_lift_vec<Op, T, W>::value) {
     return op.template lift_vec<T, W>(x, first);
   } else {
@@ -174,7 +176,8 @@ __device__ FUSEX_FORCEINLINE void row_lift(const R& r, Acc& acc, const coord<Ind
 }
 // Folds those elements into one reduction's running accumulator.
 template <int W, class Index, class R, class Acc, class Ctx>
-__device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
+__device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j,
+                                                 const Ctx& ctx) {
   Acc part;
   row_lift<W>(r, part, c, j, ctx);
   acc = r.op.template combine<typename R::input_type>(acc, part);
@@ -199,8 +202,8 @@ __device__ FUSEX_FORCEINLINE void row_publish(const R& r, Acc acc, const row_par
 /// element is loaded once for all of them, so mean and variance, or max and sum of the same
 /// operand, cost one read of the row.
 template <int W, class Index, class... R, std::size_t... I>
-__device__ FUSEX_FORCEINLINE void row_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
-                                           bool active, int lane, row_context ctx, std::uint64_t* slots,
+__device__ FUSEX_FORCEINLINE void row_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p,
+                                           Index row, bool active, int lane, row_context ctx, std::uint64_t* slots,
                                            unsigned char* scratch, std::index_sequence<I...>) {
   cuda::std::tuple<row_acc_t<R>...> acc{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
   if (active) {
@@ -218,7 +221,8 @@ __device__ FUSEX_FORCEINLINE void row_pass(const cuda::std::tuple<const R*...>& 
 
 template <int W, int L, class Index, class Expr>
 __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_params<Index>& p, Index row, bool active,
-                                                 int lane, row_context ctx, std::uint64_t* slots, unsigned char* scratch) {
+                                                 int lane, row_context ctx, std::uint64_t* slots,
+                                                 unsigned char* scratch) {
   const auto rs = gather_level<L>(expr);
   row_pass<W>(rs, p, row, active, lane, ctx, slots, scratch,
               std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{});
@@ -229,7 +233,8 @@ __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_par
 template <class Op, class T, class = void>
 struct has_two_level : std::false_type {};
 template <class Op, class T>
-struct has_two_level<Op, T, std::void_t<decltype(std::declval<const Op&>().template pre_identity<T>())>> : std::true_type {};
+struct has_two_level<Op, T, std::void_t<decltype(std::declval<const Op&>().template pre_identity<T>())>>
+    : std::true_type {};
 
 // Loads chunk k of one reduction's operand from the cached row and hands its W values (and the
 // index of the first) to f, if the chunk is in the row.
@@ -264,8 +269,8 @@ __device__ FUSEX_FORCEINLINE void combine_chunks(Acc (&a)[N], const Combine& com
 /// exp(x - max) with no rescaling (the combine's two exps per merge are most of a softmax's
 /// exps); the mean first, then a plain sum of squared deviations (no Welford merges).
 template <int W, class Index, class R, class Set, int... K>
-__device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Index>& p, Index row, bool active, int lane,
-                                                std::uint64_t* slots, unsigned char* scratch, const Set& set,
+__device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Index>& p, Index row, bool active,
+                                                int lane, std::uint64_t* slots, unsigned char* scratch, const Set& set,
                                                 std::integer_sequence<int, K...>) {
   using T = typename R::input_type;
   using Op = typename R::op_type;
@@ -277,7 +282,9 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
     C a[N];
     FUSEX_UNROLL
     for (int k = 0; k < N; ++k) a[k] = r.op.template pre_identity<T>();
-    const auto pre = [&](C& acc, const compute_t<T>(&x)[W], std::int64_t) { acc = r.op.template pre_lift_vec<T, W>(x); };
+    const auto pre = [&](C& acc, const compute_t<T>(&x)[W], std::int64_t) {
+      acc = r.op.template pre_lift_vec<T, W>(x);
+    };
     (cached_visit<W, K>(r, p, row, active, lane, slots, set, a[K], pre), ...);
     const auto pre_combine = [&](const C& x, const C& y) { return r.op.template pre_combine<T>(x, y); };
     combine_chunks(a, pre_combine);
@@ -305,7 +312,9 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
     FUSEX_UNROLL
     for (int k = 0; k < N; ++k) a[k] = r.op.template identity<T>();
     // Each chunk's accumulator starts from its own lift, with no combine against the identity.
-    const auto lift = [&](Acc& acc, const compute_t<T>(&x)[W], std::int64_t first) { acc = lift_vec<T, W>(r.op, x, first); };
+    const auto lift = [&](Acc& acc, const compute_t<T>(&x)[W], std::int64_t first) {
+      acc = lift_vec<T, W>(r.op, x, first);
+    };
     (cached_visit<W, K>(r, p, row, active, lane, slots, set, a[K], lift), ...);
     combine_chunks(a, [&](const Acc& x, const Acc& y) { return r.op.template combine<T>(x, y); });
     row_publish(r, a[0], p, active, lane, slots, scratch);
@@ -315,25 +324,26 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
 // The reductions of one nesting level over the cached row, one after the other (their operands
 // are registers, so separate sweeps cost no memory traffic).
 template <int W, class Index, class Set, class... R, std::size_t... I, class Chunks>
-__device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p, Index row,
-                                              bool active, int lane, std::uint64_t* slots, unsigned char* scratch,
-                                              const Set& set, std::index_sequence<I...>, Chunks chunks) {
+__device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p,
+                                              Index row, bool active, int lane, std::uint64_t* slots,
+                                              unsigned char* scratch, const Set& set, std::index_sequence<I...>,
+                                              Chunks chunks) {
   (cached_reduce<W>(*cuda::std::get<I>(rs), p, row, active, lane, slots, scratch, set, chunks), ...);
   __syncthreads();  // the results are visible to the whole group before the next pass reads them
 }
 
 template <int W, int L, class Index, class CExpr, class Set, class Chunks>
 __device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_params<Index>& p, Index row, bool active,
-                                                    int lane, std::uint64_t* slots, unsigned char* scratch, const Set& set,
-                                                    Chunks chunks) {
+                                                    int lane, std::uint64_t* slots, unsigned char* scratch,
+                                                    const Set& set, Chunks chunks) {
   const auto rs = gather_level<L>(ce);
   cached_pass<W>(rs, p, row, active, lane, slots, scratch, set,
                  std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{}, chunks);
 }
 
 template <int W, int k, class Index, class CExpr, class Set>
-__device__ FUSEX_FORCEINLINE void cached_fill(const CExpr& ce, const row_params<Index>& p, Index row, bool active, int lane,
-                                              Set& set) {
+__device__ FUSEX_FORCEINLINE void cached_fill(const CExpr& ce, const row_params<Index>& p, Index row, bool active,
+                                              int lane, Set& set) {
   // Branch-free: a chunk outside the row (or a row past the end) loads row 0's first vector
   // instead, which the passes and the epilogue never use. Every chunk's registers are then
   // written on every path, so the conversion of half and bfloat16 to float happens once here; a
@@ -366,8 +376,9 @@ __device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, 
 /// Dense also says that no leaf broadcasts along the row).
 template <int W, bool Dense, class Index, class Out, class Expr, int... L, int... K>
 __device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p,
-                                             std::uint64_t modes, Index row, bool active, int lane, std::uint64_t* slots,
-                                             unsigned char* scratch, std::integer_sequence<int, L...>,
+                                             std::uint64_t modes, Index row, bool active, int lane,
+                                             std::uint64_t* slots, unsigned char* scratch,
+                                             std::integer_sequence<int, L...>,
                                              std::integer_sequence<int, K...> chunks) {
   int next_leaf = 0;
   const auto ce = make_cached<W, sizeof...(K), Dense, Index>(expr, modes, next_leaf);
@@ -388,8 +399,8 @@ __device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, c
 
 /// The passes of the row kernel: one per nesting level of reductions, innermost first.
 template <int W, class Index, class Expr, int... L>
-__device__ FUSEX_FORCEINLINE void row_passes(const Expr& expr, const row_params<Index>& p, Index row, bool active, int lane,
-                                             row_context ctx, std::uint64_t* slots, unsigned char* scratch,
+__device__ FUSEX_FORCEINLINE void row_passes(const Expr& expr, const row_params<Index>& p, Index row, bool active,
+                                             int lane, row_context ctx, std::uint64_t* slots, unsigned char* scratch,
                                              std::integer_sequence<int, L...>) {
   (row_level_pass<W, L>(expr, p, row, active, lane, ctx, slots, scratch), ...);
 }
@@ -464,8 +475,8 @@ __global__ void __launch_bounds__(row_max_threads, row_min_blocks<Static, Expr>)
 /// Generic partial reduction, one thread per (output, split): used when the innermost operand
 /// dimension is kept, so neighbouring threads read neighbouring elements.
 template <class Index, class Op, class Child, class Acc, class OutT>
-__global__ void __launch_bounds__(256) reduce_thread_kernel(const reduce_params<Index> p, const Op op, const Child child,
-                                                           Acc* partials, OutT* out) {
+__global__ void __launch_bounds__(256)
+    reduce_thread_kernel(const reduce_params<Index> p, const Op op, const Child child, Acc* partials, OutT* out) {
   pdl_begin();
   using T = typename Child::value_type;
   const Index total = p.k_count * p.splits;
@@ -480,7 +491,8 @@ __global__ void __launch_bounds__(256) reduce_thread_kernel(const reduce_params<
     Acc acc = op.template identity<T>();
     for (Index n = s; n < p.n_count; n += p.splits) {
       decode(n, p.nk, p.nk + p.nr, p.div, c);
-      acc = op.template combine<T>(acc, op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
+      acc = op.template combine<T>(
+          acc, op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
     }
     if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(acc, static_cast<std::int64_t>(p.n_count)));
     else partials[s * p.k_count + k] = acc;
@@ -490,8 +502,8 @@ __global__ void __launch_bounds__(256) reduce_thread_kernel(const reduce_params<
 /// Generic partial reduction, one block per (output, split) with threads along the reduced
 /// elements: used when the innermost operand dimension is reduced (full reductions included).
 template <class Index, class Op, class Child, class Acc, class OutT>
-__global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<Index> p, const Op op, const Child child,
-                                                          Acc* partials, OutT* out) {
+__global__ void __launch_bounds__(256)
+    reduce_block_kernel(const reduce_params<Index> p, const Op op, const Child child, Acc* partials, OutT* out) {
   pdl_begin();
   using T = typename Child::value_type;
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
@@ -525,7 +537,8 @@ __global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<I
   }
   for (; n < p.n_count; n += step) {
     decode(n, p.nk, p.nk + p.nr, p.div, c);
-    acc[0] = combine(acc[0], op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
+    acc[0] = combine(acc[0],
+                     op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
   }
   Acc a = acc[0];
   FUSEX_UNROLL
@@ -541,11 +554,11 @@ __global__ void __launch_bounds__(256) reduce_block_kernel(const reduce_params<I
 /// (every leaf steps through the kept dimensions as one and the reduced ones as one).
 template <class Index>
 struct reduce2d_params {
-  Index k_count;  // outputs
-  Index n_count;  // reduced elements per output
-  Index splits;   // partial accumulators per output
-  Index span;     // column kernel: rows per split
-  int lane_shift; // column kernel: log2 of the vector columns per block
+  Index k_count;   // outputs
+  Index n_count;   // reduced elements per output
+  Index splits;    // partial accumulators per output
+  Index span;      // column kernel: rows per split
+  int lane_shift;  // column kernel: log2 of the vector columns per block
 };
 
 /// Reduction along rows of a [k_count, n_count] operand (the innermost dimension reduced, full
@@ -553,8 +566,8 @@ struct reduce2d_params {
 /// four independent accumulators, so many loads are in flight and addressing is two multiply-adds.
 /// The few elements past the last whole vector are read one by one.
 template <class Index, int W, class Op, class Child, class Acc, class OutT>
-__global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce2d_params<Index> p, const Op op, const Child child,
-                                                         Acc* partials, OutT* out) {
+__global__ void __launch_bounds__(256)
+    reduce_rows_kernel(const reduce2d_params<Index> p, const Op op, const Child child, Acc* partials, OutT* out) {
   pdl_begin();
   using T = typename Child::value_type;
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
@@ -582,16 +595,19 @@ __global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce2d_params<
     }
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u)
-      acc[u] = combine(acc[u], lift_vec<T, W>(op, v[u].v, static_cast<std::int64_t>(j + static_cast<Index>(u) * step) * W));
+      acc[u] =
+          combine(acc[u], lift_vec<T, W>(op, v[u].v, static_cast<std::int64_t>(j + static_cast<Index>(u) * step) * W));
   }
   for (; j < nv; j += step) {
     c.c[1] = j * W;
-    acc[0] = combine(acc[0], lift_vec<T, W>(op, child.template load<W>(c, no_context{}).v, static_cast<std::int64_t>(j) * W));
+    acc[0] = combine(acc[0],
+                     lift_vec<T, W>(op, child.template load<W>(c, no_context{}).v, static_cast<std::int64_t>(j) * W));
   }
   if constexpr (W > 1) {
     for (Index e = nv * W + first; e < p.n_count; e += step) {
       c.c[1] = e;
-      acc[1] = combine(acc[1], op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(e)));
+      acc[1] = combine(acc[1],
+                       op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(e)));
     }
   }
   Acc a = acc[0];
@@ -612,8 +628,8 @@ __global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce2d_params<
 /// partial per split and output leaves the block (the finishing kernel reads few of them).
 /// Requires k_count % W == 0.
 template <class Index, int W, class Op, class Child, class Acc, class OutT>
-__global__ void __launch_bounds__(256) reduce_cols_kernel(const reduce2d_params<Index> p, const Op op, const Child child,
-                                                         Acc* partials, OutT* out) {
+__global__ void __launch_bounds__(256)
+    reduce_cols_kernel(const reduce2d_params<Index> p, const Op op, const Child child, Acc* partials, OutT* out) {
   pdl_begin();
   using T = typename Child::value_type;
   __shared__ alignas(16) unsigned char scratch[256 * sizeof(Acc)];
@@ -646,14 +662,16 @@ __global__ void __launch_bounds__(256) reduce_cols_kernel(const reduce2d_params<
       for (int u = 0; u < U; ++u) {
         FUSEX_UNROLL
         for (int l = 0; l < W; ++l)
-          acc[l] = op.template combine<T>(acc[l], op.template lift<T>(v[u].v[l], static_cast<std::int64_t>(n + static_cast<Index>(u) * step)));
+          acc[l] = op.template combine<T>(
+              acc[l], op.template lift<T>(v[u].v[l], static_cast<std::int64_t>(n + static_cast<Index>(u) * step)));
       }
     }
     for (; n < last; n += step) {
       c.c[0] = n;
       const auto v = child.template load<W>(c, no_context{});
       FUSEX_UNROLL
-      for (int l = 0; l < W; ++l) acc[l] = op.template combine<T>(acc[l], op.template lift<T>(v.v[l], static_cast<std::int64_t>(n)));
+      for (int l = 0; l < W; ++l)
+        acc[l] = op.template combine<T>(acc[l], op.template lift<T>(v.v[l], static_cast<std::int64_t>(n)));
     }
   }
   FUSEX_UNROLL
@@ -667,7 +685,8 @@ __global__ void __launch_bounds__(256) reduce_cols_kernel(const reduce2d_params<
     }
     if (g == 0 && active) {
       const Index k = kvi * W + static_cast<Index>(l);
-      if (gridDim.y == 1) out[k] = convert<OutT>(op.template finish<T>(fold[tid], static_cast<std::int64_t>(p.n_count)));
+      if (gridDim.y == 1)
+        out[k] = convert<OutT>(op.template finish<T>(fold[tid], static_cast<std::int64_t>(p.n_count)));
       else partials[static_cast<Index>(blockIdx.y) * p.k_count + k] = fold[tid];
     }
   }
@@ -677,8 +696,9 @@ __global__ void __launch_bounds__(256) reduce_cols_kernel(const reduce2d_params<
 /// w folding splits w, w + 8, ... in order (a warp's reads of a split's partials are coalesced),
 /// then the block folding its eight warps by a fixed tree.
 template <class Index, class Op, class T, class Acc, class OutT>
-__global__ void __launch_bounds__(256) reduce_finish_cols_kernel(const Index k_count, const Index splits, const Index n_count,
-                                                                const Op op, const Acc* partials, OutT* out) {
+__global__ void __launch_bounds__(256)
+    reduce_finish_cols_kernel(const Index k_count, const Index splits, const Index n_count, const Op op,
+                              const Acc* partials, OutT* out) {
   pdl_begin();
   __shared__ alignas(16) unsigned char scratch[256 * sizeof(Acc)];
   Acc* fold = reinterpret_cast<Acc*>(scratch);
@@ -687,7 +707,8 @@ __global__ void __launch_bounds__(256) reduce_finish_cols_kernel(const Index k_c
     const Index k = base + static_cast<Index>(tid % 32);
     Acc a = op.template identity<T>();
     if (k < k_count)
-      for (Index s = static_cast<Index>(w); s < splits; s += 8) a = op.template combine<T>(a, partials[s * k_count + k]);
+      for (Index s = static_cast<Index>(w); s < splits; s += 8)
+        a = op.template combine<T>(a, partials[s * k_count + k]);
     __syncthreads();  // (the previous tile's readers are done with `fold`)
     fold[tid] = a;
     __syncthreads();
@@ -695,7 +716,8 @@ __global__ void __launch_bounds__(256) reduce_finish_cols_kernel(const Index k_c
       if (w < h) fold[tid] = op.template combine<T>(fold[tid], fold[tid + h * 32]);
       __syncthreads();
     }
-    if (w == 0 && k < k_count) out[k] = convert<OutT>(op.template finish<T>(fold[tid], static_cast<std::int64_t>(n_count)));
+    if (w == 0 && k < k_count)
+      out[k] = convert<OutT>(op.template finish<T>(fold[tid], static_cast<std::int64_t>(n_count)));
   }
 }
 
@@ -704,8 +726,9 @@ __global__ void __launch_bounds__(256) reduce_finish_cols_kernel(const Index k_c
 /// flight (one accumulator each): a full sum's 2112 partials read one after another by each of
 /// 256 threads took 4.4 us on the H200, twice as long as 528.
 template <class Index, class Op, class T, class Acc, class OutT>
-__global__ void __launch_bounds__(256) reduce_finish_kernel(const Index k_count, const Index splits, const Index n_count,
-                                                           const bool k_major, const Op op, const Acc* partials, OutT* out) {
+__global__ void __launch_bounds__(256)
+    reduce_finish_kernel(const Index k_count, const Index splits, const Index n_count, const bool k_major, const Op op,
+                         const Acc* partials, OutT* out) {
   pdl_begin();
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
   auto combine = [&](const Acc& a, const Acc& b) { return op.template combine<T>(a, b); };

@@ -149,12 +149,13 @@ template <class Ref, class S>
 using weak_scalar_t = decltype(weak_scalar_impl<Ref, S>());
 
 template <class X>
-inline constexpr bool is_scalar_v =
-    std::is_arithmetic_v<std::decay_t<X>> || std::is_same_v<std::decay_t<X>, half> ||
-    std::is_same_v<std::decay_t<X>, bfloat16>;
+inline constexpr bool is_scalar_v = std::is_arithmetic_v<std::decay_t<X>> || std::is_same_v<std::decay_t<X>, half> ||
+                                    std::is_same_v<std::decay_t<X>, bfloat16>;
 
 template <class X, class = void>
-struct value_type_of { using type = void; };  // C++ scalars have no tensor type
+struct value_type_of {
+  using type = void;
+};  // C++ scalars have no tensor type
 template <class X>
 struct value_type_of<X, std::enable_if_t<is_operand_v<X>>> {
   using type = typename std::decay_t<X>::value_type;
@@ -162,16 +163,26 @@ struct value_type_of<X, std::enable_if_t<is_operand_v<X>>> {
 
 // The promoted type of the non-scalar operands (void when all are scalars).
 template <class A, class B>
-struct promote_or_void { using type = promote_t<A, B>; };
+struct promote_or_void {
+  using type = promote_t<A, B>;
+};
 template <class B>
-struct promote_or_void<void, B> { using type = B; };
+struct promote_or_void<void, B> {
+  using type = B;
+};
 template <class A>
-struct promote_or_void<A, void> { using type = A; };
+struct promote_or_void<A, void> {
+  using type = A;
+};
 template <>
-struct promote_or_void<void, void> { using type = void; };
+struct promote_or_void<void, void> {
+  using type = void;
+};
 
 template <class... X>
-struct ref_type { using type = void; };
+struct ref_type {
+  using type = void;
+};
 template <class X, class... Xs>
 struct ref_type<X, Xs...> {
   using type = typename promote_or_void<typename value_type_of<X>::type, typename ref_type<Xs...>::type>::type;
@@ -213,7 +224,9 @@ auto make_map(Op op, const X&... x) {
 // Wraps a user functor for fusex::map: operands are passed in their compute types, and the result
 // type is what the functor returns (or R when given explicitly).
 template <class F, class R, class... T>
-struct user_result { using type = R; };
+struct user_result {
+  using type = R;
+};
 template <class F, class... T>
 struct user_result<F, void, T...> {
   using type = std::decay_t<decltype(std::declval<const F&>()(std::declval<compute_t<T>>()...))>;

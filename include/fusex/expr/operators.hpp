@@ -13,23 +13,23 @@ namespace fusex {
 
 namespace detail {
 template <class... X>
-inline constexpr bool valid_operands_v =
-    (is_operand_v<X> || ...) && ((is_operand_v<X> || is_scalar_v<X>) && ...);
+inline constexpr bool valid_operands_v = (is_operand_v<X> || ...) && ((is_operand_v<X> || is_scalar_v<X>)&&...);
 
 template <class X>
-using operand_dtype_t = std::conditional_t<is_operand_v<X>, typename value_type_of<X>::type, scalar_dtype_t<std::decay_t<X>>>;
+using operand_dtype_t =
+    std::conditional_t<is_operand_v<X>, typename value_type_of<X>::type, scalar_dtype_t<std::decay_t<X>>>;
 
 template <class... X>
 inline constexpr bool integral_operands_v = (std::is_integral_v<operand_dtype_t<X>> && ...);
 template <class... X>
-inline constexpr bool integer_operands_v =
-    ((std::is_integral_v<operand_dtype_t<X>> && !std::is_same_v<operand_dtype_t<X>, bool>) && ...);
+inline constexpr bool integer_operands_v = ((std::is_integral_v<operand_dtype_t<X>> &&
+                                             !std::is_same_v<operand_dtype_t<X>, bool>)&&...);
 }  // namespace detail
 
-#define FUSEX_BINARY_OPERATOR(sym, op_type)                                                      \
-  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0>         \
-  auto operator sym(const A& a, const B& b) {                                                    \
-    return detail::make_map(ops::op_type{}, a, b);                                               \
+#define FUSEX_BINARY_OPERATOR(sym, op_type)                                              \
+  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0> \
+  auto operator sym(const A& a, const B& b) {                                            \
+    return detail::make_map(ops::op_type{}, a, b);                                       \
   }
 FUSEX_BINARY_OPERATOR(+, add)
 FUSEX_BINARY_OPERATOR(-, sub)
@@ -46,11 +46,11 @@ FUSEX_BINARY_OPERATOR(&&, logical_and)
 FUSEX_BINARY_OPERATOR(||, logical_or)
 #undef FUSEX_BINARY_OPERATOR
 
-#define FUSEX_BITWISE_OPERATOR(sym, op_type, requirement, message)                               \
-  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0>         \
-  auto operator sym(const A& a, const B& b) {                                                    \
-    static_assert(detail::requirement<A, B>, message);                                           \
-    return detail::make_map(ops::op_type{}, a, b);                                               \
+#define FUSEX_BITWISE_OPERATOR(sym, op_type, requirement, message)                       \
+  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0> \
+  auto operator sym(const A& a, const B& b) {                                            \
+    static_assert(detail::requirement<A, B>, message);                                   \
+    return detail::make_map(ops::op_type{}, a, b);                                       \
   }
 FUSEX_BITWISE_OPERATOR(&, bit_and, integral_operands_v, "fusex: operator& needs integer or bool operands")
 FUSEX_BITWISE_OPERATOR(|, bit_or, integral_operands_v, "fusex: operator| needs integer or bool operands")
@@ -73,10 +73,10 @@ auto operator~(const A& a) {
   return detail::make_map(ops::bit_not{}, a);
 }
 
-#define FUSEX_UNARY_FUNCTION(fn, op_type)                                  \
-  template <class A, std::enable_if_t<is_operand_v<A>, int> = 0>           \
-  auto fn(const A& a) {                                                    \
-    return detail::make_map(ops::op_type{}, a);                            \
+#define FUSEX_UNARY_FUNCTION(fn, op_type)                        \
+  template <class A, std::enable_if_t<is_operand_v<A>, int> = 0> \
+  auto fn(const A& a) {                                          \
+    return detail::make_map(ops::op_type{}, a);                  \
   }
 /// \name Elementwise functions of one operand
 /// Each returns an expression; nothing is computed until the expression is evaluated.
@@ -113,10 +113,10 @@ FUSEX_UNARY_FUNCTION(logical_not, logical_not)
 ///@}
 #undef FUSEX_UNARY_FUNCTION
 
-#define FUSEX_BINARY_FUNCTION(fn, op_type)                                                   \
-  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0>     \
-  auto fn(const A& a, const B& b) {                                                          \
-    return detail::make_map(ops::op_type{}, a, b);                                           \
+#define FUSEX_BINARY_FUNCTION(fn, op_type)                                               \
+  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0> \
+  auto fn(const A& a, const B& b) {                                                      \
+    return detail::make_map(ops::op_type{}, a, b);                                       \
   }
 /// \name Elementwise functions of two operands
 ///@{
@@ -132,11 +132,11 @@ FUSEX_BINARY_FUNCTION(logical_or, logical_or)
 // max(x, -1) reads as "max over the last axis" to a PyTorch user but would be the elementwise
 // maximum with -1: with a C++ number as an operand, max and min refuse to compile and name the two
 // spellings that cannot be confused. Two tensor operands stay elementwise (as torch.max(a, b)).
-#define FUSEX_MINMAX_FUNCTION(fn, op_type, message)                                          \
-  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0>     \
-  auto fn(const A& a, const B& b) {                                                          \
-    static_assert(is_operand_v<A> && is_operand_v<B>, message);                              \
-    return detail::make_map(ops::op_type{}, a, b);                                           \
+#define FUSEX_MINMAX_FUNCTION(fn, op_type, message)                                      \
+  template <class A, class B, std::enable_if_t<detail::valid_operands_v<A, B>, int> = 0> \
+  auto fn(const A& a, const B& b) {                                                      \
+    static_assert(is_operand_v<A> && is_operand_v<B>, message);                          \
+    return detail::make_map(ops::op_type{}, a, b);                                       \
   }
 /// max(a, b) of two tensor operands: their elementwise maximum (fusex::maximum). With a C++
 /// number it does not compile: use maximum(x, s) for the elementwise maximum or amax(x, axis) to

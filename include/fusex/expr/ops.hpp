@@ -21,17 +21,21 @@ namespace fusex {
 namespace detail {
 
 template <std::size_t I, class T, class... Ts>
-struct nth_type { using type = typename nth_type<I - 1, Ts...>::type; };
+struct nth_type {
+  using type = typename nth_type<I - 1, Ts...>::type;
+};
 template <class T, class... Ts>
-struct nth_type<0, T, Ts...> { using type = T; };
+struct nth_type<0, T, Ts...> {
+  using type = T;
+};
 template <std::size_t I, class... Ts>
 using nth_t = typename nth_type<I, Ts...>::type;
 
 // Float/double overloads of the C math functions, usable in host and device code. rsqrt uses the
 // device intrinsic where there is one.
 namespace math {
-#define FUSEX_MATH_UNARY(name, fcall, dcall)                                  \
-  FUSEX_HD FUSEX_FORCEINLINE float name(float x) { return ::fcall(x); }    \
+#define FUSEX_MATH_UNARY(name, fcall, dcall)                            \
+  FUSEX_HD FUSEX_FORCEINLINE float name(float x) { return ::fcall(x); } \
   FUSEX_HD FUSEX_FORCEINLINE double name(double x) { return ::dcall(x); }
 FUSEX_MATH_UNARY(exp, expf, exp)
 FUSEX_MATH_UNARY(exp2, exp2f, exp2)
@@ -139,10 +143,14 @@ FUSEX_HD FUSEX_FORCEINLINE T min_nan(T a, T b) {
 // Integer arithmetic wraps (two's complement), as documented in docs/ops.md. Signed overflow is
 // undefined behaviour in C++, so int32 and int64 add, sub, mul, neg and abs compute in the unsigned
 // type of the same width (narrower types are promoted to int first and cannot overflow).
-template <class C, bool = std::is_integral_v<C> && std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
-struct wrap_type { using type = C; };
+template <class C, bool = std::is_integral_v<C>&& std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
+struct wrap_type {
+  using type = C;
+};
 template <class C>
-struct wrap_type<C, true> { using type = std::make_unsigned_t<C>; };
+struct wrap_type<C, true> {
+  using type = std::make_unsigned_t<C>;
+};
 template <class C>
 using wrap_t = typename wrap_type<C>::type;
 }  // namespace detail
@@ -183,21 +191,24 @@ struct logical_op {
 // --- arithmetic -------------------------------------------------------------------------------
 struct add : promoting_op {
   static constexpr const char* name = "add";
-  template <class C> FUSEX_HD C operator()(C a, C b) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
     using W = detail::wrap_t<C>;
     return static_cast<C>(static_cast<W>(a) + static_cast<W>(b));
   }
 };
 struct sub : promoting_op {
   static constexpr const char* name = "sub";
-  template <class C> FUSEX_HD C operator()(C a, C b) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
     using W = detail::wrap_t<C>;
     return static_cast<C>(static_cast<W>(a) - static_cast<W>(b));
   }
 };
 struct mul : promoting_op {
   static constexpr const char* name = "mul";
-  template <class C> FUSEX_HD C operator()(C a, C b) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
     using W = detail::wrap_t<C>;
     return static_cast<C>(static_cast<W>(a) * static_cast<W>(b));
   }
@@ -206,7 +217,8 @@ struct mul : promoting_op {
 /// 0 (on the device and the host alike, never a trap), and the minimum value divided by -1 wraps.
 struct div : promoting_op {
   static constexpr const char* name = "div";
-  template <class C> FUSEX_HD C operator()(C a, C b) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       if (b == C(0)) return C(0);
       if constexpr (std::is_signed_v<C>) {
@@ -221,7 +233,8 @@ struct div : promoting_op {
 /// Remainder with the sign of the dividend (C++ `%` and fmod); integer x % 0 gives 0.
 struct mod : promoting_op {
   static constexpr const char* name = "mod";
-  template <class C> FUSEX_HD C operator()(C a, C b) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       if (b == C(0)) return C(0);
       if constexpr (std::is_signed_v<C>) {
@@ -235,14 +248,16 @@ struct mod : promoting_op {
 };
 struct neg : promoting_op {
   static constexpr const char* name = "neg";
-  template <class C> FUSEX_HD C operator()(C a) const {
+  template <class C>
+  FUSEX_HD C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return -a;
     else return static_cast<C>(detail::wrap_t<C>(0) - static_cast<detail::wrap_t<C>>(a));
   }
 };
 struct abs : promoting_op {
   static constexpr const char* name = "abs";
-  template <class C> FUSEX_HD C operator()(C a) const {
+  template <class C>
+  FUSEX_HD C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return detail::math::fabs(a);
     else if constexpr (std::is_unsigned_v<C>) return a;
     else return a < C(0) ? static_cast<C>(detail::wrap_t<C>(0) - static_cast<detail::wrap_t<C>>(a)) : a;
@@ -251,32 +266,45 @@ struct abs : promoting_op {
 /// Elementwise maximum; NaN propagates (as torch.maximum).
 struct maximum : promoting_op {
   static constexpr const char* name = "max";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return detail::math::max_nan(a, b); }
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
+    return detail::math::max_nan(a, b);
+  }
 };
 /// Elementwise minimum; NaN propagates (as torch.minimum).
 struct minimum : promoting_op {
   static constexpr const char* name = "min";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return detail::math::min_nan(a, b); }
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
+    return detail::math::min_nan(a, b);
+  }
 };
 /// clamp(x, lo, hi) = min(max(x, lo), hi); NaN in x propagates.
 struct clamp : promoting_op {
   static constexpr const char* name = "clamp";
-  template <class C> FUSEX_HD C operator()(C x, C lo, C hi) const { return minimum{}(maximum{}(x, lo), hi); }
+  template <class C>
+  FUSEX_HD C operator()(C x, C lo, C hi) const {
+    return minimum{}(maximum{}(x, lo), hi);
+  }
 };
 /// fma(a, b, c) = a * b + c, with one rounding for floating types.
 struct fma : promoting_op {
   static constexpr const char* name = "fma";
-  template <class C> FUSEX_HD C operator()(C a, C b, C c) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b, C c) const {
     if constexpr (std::is_floating_point_v<C>) return detail::math::fma(a, b, c);
     else return add{}(mul{}(a, b), c);
   }
 };
 
 // --- comparisons and logic --------------------------------------------------------------------
-#define FUSEX_PREDICATE(op_name, text, expr)                               \
-  struct op_name : predicate_op {                                          \
-    static constexpr const char* name = text;                              \
-    template <class C> FUSEX_HD bool operator()(C a, C b) const { return expr; } \
+#define FUSEX_PREDICATE(op_name, text, expr)   \
+  struct op_name : predicate_op {              \
+    static constexpr const char* name = text;  \
+    template <class C>                         \
+    FUSEX_HD bool operator()(C a, C b) const { \
+      return expr;                             \
+    }                                          \
   };
 FUSEX_PREDICATE(equal, "eq", a == b)
 FUSEX_PREDICATE(not_equal, "ne", a != b)
@@ -299,18 +327,24 @@ struct logical_not : logical_op {
 };
 struct isnan : predicate_op {
   static constexpr const char* name = "isnan";
-  template <class C> FUSEX_HD bool operator()(C a) const { return detail::math::isnan(a); }
+  template <class C>
+  FUSEX_HD bool operator()(C a) const {
+    return detail::math::isnan(a);
+  }
 };
 struct isinf : predicate_op {
   static constexpr const char* name = "isinf";
-  template <class C> FUSEX_HD bool operator()(C a) const {
-    if constexpr (std::is_floating_point_v<C>) return a == cuda::std::numeric_limits<C>::infinity() || a == -cuda::std::numeric_limits<C>::infinity();
+  template <class C>
+  FUSEX_HD bool operator()(C a) const {
+    if constexpr (std::is_floating_point_v<C>)
+      return a == cuda::std::numeric_limits<C>::infinity() || a == -cuda::std::numeric_limits<C>::infinity();
     else return false;
   }
 };
 struct isfinite : predicate_op {
   static constexpr const char* name = "isfinite";
-  template <class C> FUSEX_HD bool operator()(C a) const {
+  template <class C>
+  FUSEX_HD bool operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return !isnan{}(a) && !isinf{}(a);
     else return true;
   }
@@ -319,19 +353,29 @@ struct isfinite : predicate_op {
 // --- bitwise (integers and bool) --------------------------------------------------------------
 struct bit_and : promoting_op {
   static constexpr const char* name = "bitwise_and";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return static_cast<C>(a & b); }
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
+    return static_cast<C>(a & b);
+  }
 };
 struct bit_or : promoting_op {
   static constexpr const char* name = "bitwise_or";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return static_cast<C>(a | b); }
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
+    return static_cast<C>(a | b);
+  }
 };
 struct bit_xor : promoting_op {
   static constexpr const char* name = "bitwise_xor";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return static_cast<C>(a ^ b); }
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
+    return static_cast<C>(a ^ b);
+  }
 };
 struct bit_not : promoting_op {
   static constexpr const char* name = "bitwise_not";
-  template <class C> FUSEX_HD C operator()(C a) const {
+  template <class C>
+  FUSEX_HD C operator()(C a) const {
     if constexpr (std::is_same_v<C, bool>) return !a;
     else return static_cast<C>(~a);
   }
@@ -339,7 +383,8 @@ struct bit_not : promoting_op {
 /// a << b; a shift count outside [0, bits) gives 0.
 struct shift_left : promoting_op {
   static constexpr const char* name = "shift_left";
-  template <class C> FUSEX_HD C operator()(C a, C b) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
     constexpr int bits = static_cast<int>(sizeof(C) * 8);
     if (detail::math::negative(b) || b >= C(bits)) return C(0);
     return static_cast<C>(static_cast<std::make_unsigned_t<C>>(a) << b);
@@ -348,7 +393,8 @@ struct shift_left : promoting_op {
 /// a >> b (arithmetic for signed types); a count outside [0, bits) gives 0, or -1 for negative a.
 struct shift_right : promoting_op {
   static constexpr const char* name = "shift_right";
-  template <class C> FUSEX_HD C operator()(C a, C b) const {
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
     constexpr int bits = static_cast<int>(sizeof(C) * 8);
     if (detail::math::negative(b) || b >= C(bits)) return detail::math::negative(a) ? C(-1) : C(0);
     return static_cast<C>(a >> b);
@@ -356,10 +402,13 @@ struct shift_right : promoting_op {
 };
 
 // --- math functions (integers compute in float32) -----------------------------------------------
-#define FUSEX_FLOAT_UNARY(op_name, text, body)                        \
-  struct op_name : floating_op {                                      \
-    static constexpr const char* name = text;                         \
-    template <class C> FUSEX_HD C operator()(C x) const { body; }     \
+#define FUSEX_FLOAT_UNARY(op_name, text, body) \
+  struct op_name : floating_op {               \
+    static constexpr const char* name = text;  \
+    template <class C>                         \
+    FUSEX_HD C operator()(C x) const {         \
+      body;                                    \
+    }                                          \
   };
 FUSEX_FLOAT_UNARY(exp, "exp", return detail::math::exp(x))
 FUSEX_FLOAT_UNARY(exp2, "exp2", return detail::math::exp2(x))
@@ -381,7 +430,8 @@ FUSEX_FLOAT_UNARY(silu, "silu", return x / (C(1) + detail::math::exp(-x)))
 FUSEX_FLOAT_UNARY(gelu, "gelu", return C(0.5) * x * (C(1) + detail::math::erf(x * C(0.70710678118654752440))))
 /// gelu, tanh approximation: x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) / 2.
 FUSEX_FLOAT_UNARY(gelu_tanh, "gelu_tanh",
-                  return C(0.5) * x * (C(1) + detail::math::tanh(C(0.79788456080286535588) * (x + C(0.044715) * x * x * x))))
+                  return C(0.5) * x *
+                         (C(1) + detail::math::tanh(C(0.79788456080286535588) * (x + C(0.044715) * x * x * x))))
 /// softplus(x) = log(1 + exp(x)), linear above 20 as in PyTorch.
 FUSEX_FLOAT_UNARY(softplus, "softplus", return x > C(20) ? x : detail::math::log1p(detail::math::exp(x)))
 #undef FUSEX_FLOAT_UNARY
@@ -389,17 +439,21 @@ FUSEX_FLOAT_UNARY(softplus, "softplus", return x > C(20) ? x : detail::math::log
 /// pow(a, b) in floating point (integers compute in float32).
 struct pow : floating_op {
   static constexpr const char* name = "pow";
-  template <class C> FUSEX_HD C operator()(C a, C b) const { return detail::math::pow(a, b); }
+  template <class C>
+  FUSEX_HD C operator()(C a, C b) const {
+    return detail::math::pow(a, b);
+  }
 };
 
 // --- rounding: identity on integers, result type unchanged ----------------------------------------
-#define FUSEX_ROUNDING(op_name, text, fn)                                          \
-  struct op_name : promoting_op {                                                  \
-    static constexpr const char* name = text;                                      \
-    template <class C> FUSEX_HD C operator()(C x) const {                          \
-      if constexpr (std::is_floating_point_v<C>) return detail::math::fn(x);       \
-      else return x;                                                               \
-    }                                                                              \
+#define FUSEX_ROUNDING(op_name, text, fn)                                    \
+  struct op_name : promoting_op {                                            \
+    static constexpr const char* name = text;                                \
+    template <class C>                                                       \
+    FUSEX_HD C operator()(C x) const {                                       \
+      if constexpr (std::is_floating_point_v<C>) return detail::math::fn(x); \
+      else return x;                                                         \
+    }                                                                        \
   };
 FUSEX_ROUNDING(floor, "floor", floor)
 FUSEX_ROUNDING(ceil, "ceil", ceil)
@@ -411,7 +465,8 @@ FUSEX_ROUNDING(trunc, "trunc", trunc)
 // --- activations --------------------------------------------------------------------------------
 struct relu : promoting_op {
   static constexpr const char* name = "relu";
-  template <class C> FUSEX_HD C operator()(C x) const {
+  template <class C>
+  FUSEX_HD C operator()(C x) const {
     if constexpr (std::is_floating_point_v<C>) {
       if (x != x) return x;  // NaN propagates, as in PyTorch
     }
@@ -422,7 +477,10 @@ struct relu : promoting_op {
 struct leaky_relu : promoting_op {
   static constexpr const char* name = "leaky_relu";
   double slope = 0.01;
-  template <class C> FUSEX_HD C operator()(C x) const { return x > C(0) ? x : static_cast<C>(x * static_cast<C>(slope)); }
+  template <class C>
+  FUSEX_HD C operator()(C x) const {
+    return x > C(0) ? x : static_cast<C>(x * static_cast<C>(slope));
+  }
 };
 
 // --- selection and conversion -------------------------------------------------------------------
@@ -433,7 +491,10 @@ struct where {
   using result = promote_t<A, B>;
   template <std::size_t I, class Cond, class A, class B>
   using operand = std::conditional_t<I == 0, bool, compute_t<promote_t<A, B>>>;
-  template <class C> FUSEX_HD C operator()(bool c, C a, C b) const { return c ? a : b; }
+  template <class C>
+  FUSEX_HD C operator()(bool c, C a, C b) const {
+    return c ? a : b;
+  }
 };
 
 /// Conversion to T, rounding as a store to T would (so cast<half>(x) computes with half's
@@ -446,7 +507,10 @@ struct cast {
   using result = T;
   template <std::size_t I, class A>
   using operand = compute_t<A>;
-  template <class C> FUSEX_HD compute_t<T> operator()(C x) const { return convert<compute_t<T>>(convert<T>(x)); }
+  template <class C>
+  FUSEX_HD compute_t<T> operator()(C x) const {
+    return convert<compute_t<T>>(convert<T>(x));
+  }
 };
 
 }  // namespace ops

@@ -89,7 +89,8 @@ inline std::uint32_t axes_mask(const std::vector<int>& list, const shape_t& s, c
     }
     const int d = a < 0 ? a + s.rank() : a;
     if (m & (1u << d)) {
-      throw shape_error(std::string("fusex: ") + what + ": axis " + std::to_string(a) + " repeated for shape " + s.str());
+      throw shape_error(std::string("fusex: ") + what + ": axis " + std::to_string(a) + " repeated for shape " +
+                        s.str());
     }
     m |= 1u << d;
   }
@@ -104,8 +105,8 @@ auto make_reduce(Op op, const X& x, const std::vector<int>* list, bool keep) {
   if constexpr (Op::needs_elements) {
     for (int d = 0; d < s.rank(); ++d) {
       if ((m & (1u << d)) && s[d] == 0) {
-        throw shape_error(std::string("fusex: ") + Op::name + " over an empty axis " + std::to_string(d) + " of shape " +
-                          s.str() + " has no identity");
+        throw shape_error(std::string("fusex: ") + Op::name + " over an empty axis " + std::to_string(d) +
+                          " of shape " + s.str() + " has no identity");
       }
     }
   }
@@ -116,18 +117,18 @@ template <class X>
 using reducible = std::enable_if_t<is_operand_v<X>, int>;
 }  // namespace detail
 
-#define FUSEX_REDUCTION(fn, op_type)                                                          \
-  template <class X, detail::reducible<X> = 0>                                                \
-  auto fn(const X& x) {                                                                       \
-    return detail::make_reduce(op_type{}, x, nullptr, false);                                 \
-  }                                                                                           \
-  template <class X, detail::reducible<X> = 0>                                                \
-  auto fn(const X& x, const axes& a) {                                                        \
-    return detail::make_reduce(op_type{}, x, &a.list(), false);                               \
-  }                                                                                           \
-  template <class X, detail::reducible<X> = 0>                                                \
-  auto fn(const X& x, const axes& a, keepdim_t) {                                             \
-    return detail::make_reduce(op_type{}, x, &a.list(), true);                                \
+#define FUSEX_REDUCTION(fn, op_type)                            \
+  template <class X, detail::reducible<X> = 0>                  \
+  auto fn(const X& x) {                                         \
+    return detail::make_reduce(op_type{}, x, nullptr, false);   \
+  }                                                             \
+  template <class X, detail::reducible<X> = 0>                  \
+  auto fn(const X& x, const axes& a) {                          \
+    return detail::make_reduce(op_type{}, x, &a.list(), false); \
+  }                                                             \
+  template <class X, detail::reducible<X> = 0>                  \
+  auto fn(const X& x, const axes& a, keepdim_t) {               \
+    return detail::make_reduce(op_type{}, x, &a.list(), true);  \
   }
 /// \name Reductions
 /// `f(x)` reduces over all axes; `f(x, axis)` or `f(x, {a, b})` over the given axes;

@@ -73,8 +73,8 @@ namespace detail {
 template <class Arena, class Options>
 class arena_capture_pool final : public capture_pool {
  public:
-  using handle_type = std::decay_t<decltype(std::declval<Arena&>().begin_private_pool(
-      std::declval<cudaStream_t>(), std::declval<const Options&>()))>;
+  using handle_type = std::decay_t<decltype(std::declval<Arena&>().begin_private_pool(std::declval<cudaStream_t>(),
+                                                                                      std::declval<const Options&>()))>;
 
   arena_capture_pool(Arena& arena, cudaStream_t origin, const Options& options)
       : arena_(&arena), handle_(arena.begin_private_pool(origin, options)) {}

@@ -127,8 +127,8 @@ inline bool is_default_stream(cudaStream_t s) noexcept {
 struct capture_entry {
   const void* owner = nullptr;  ///< The guard.
   cudaStream_t origin = nullptr;
-  unsigned long long id = 0;    ///< CUDA's capture sequence id.
-  std::thread::id thread;       ///< The thread that began it.
+  unsigned long long id = 0;  ///< CUDA's capture sequence id.
+  std::thread::id thread;     ///< The thread that began it.
   capture_mode mode = capture_mode::local;
 };
 

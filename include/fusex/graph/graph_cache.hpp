@@ -144,15 +144,15 @@ class lru_map {
 
 /// Statistics of a graph cache.
 struct graph_cache_stats {
-  std::uint64_t hits = 0;       ///< Calls that replayed a cached graph.
-  std::uint64_t misses = 0;     ///< Calls that found no graph for their key.
-  std::uint64_t captures = 0;   ///< Graphs captured (misses whose capture succeeded).
+  std::uint64_t hits = 0;             ///< Calls that replayed a cached graph.
+  std::uint64_t misses = 0;           ///< Calls that found no graph for their key.
+  std::uint64_t captures = 0;         ///< Graphs captured (misses whose capture succeeded).
   std::uint64_t failed_captures = 0;  ///< Misses whose warm-up or capture threw.
-  std::uint64_t evictions = 0;  ///< Graphs evicted to stay within the capacity.
-  std::uint64_t launches = 0;   ///< Graph launches.
-  std::size_t entries = 0;      ///< Graphs held now.
-  std::size_t capacity = 0;     ///< The most graphs held.
-  std::size_t memory_bytes = 0; ///< Memory the held graphs keep for their replays.
+  std::uint64_t evictions = 0;        ///< Graphs evicted to stay within the capacity.
+  std::uint64_t launches = 0;         ///< Graph launches.
+  std::size_t entries = 0;            ///< Graphs held now.
+  std::size_t capacity = 0;           ///< The most graphs held.
+  std::size_t memory_bytes = 0;       ///< Memory the held graphs keep for their replays.
 };
 
 /// The bookkeeping of a graph cache over any executable type. `Policy` provides

@@ -257,9 +257,10 @@ class graph_capture {
 
   void require_active(const char* what) const {
     if (!active_) {
-      throw capture_error(capture_rule::not_capturing,
-                          std::string(what) + " on a graph_capture of " + detail::stream_text(stream_) +
-                              " whose capture already ended (finished, abandoned or failed); begin a new graph_capture");
+      throw capture_error(
+          capture_rule::not_capturing,
+          std::string(what) + " on a graph_capture of " + detail::stream_text(stream_) +
+              " whose capture already ended (finished, abandoned or failed); begin a new graph_capture");
     }
   }
 
@@ -273,10 +274,8 @@ class graph_capture {
       case cudaErrorStreamCaptureIsolation:
       case cudaErrorStreamCaptureImplicit:
       case cudaErrorCapturedEvent:
-      case cudaErrorStreamCaptureWrongThread:
-        return true;
-      default:
-        return false;
+      case cudaErrorStreamCaptureWrongThread: return true;
+      default: return false;
     }
   }
 
@@ -333,8 +332,8 @@ class graph_capture {
     }
     if (err == cudaErrorStreamCaptureInvalidated || (err == cudaSuccess && g == nullptr)) {
       discard();
-      std::string m = "CUDA invalidated the capture of " + detail::stream_text(stream_) +
-                      " before " + what + ": an operation not permitted during capture was made (a synchronisation, "
+      std::string m = "CUDA invalidated the capture of " + detail::stream_text(stream_) + " before " + what +
+                      ": an operation not permitted during capture was made (a synchronisation, "
                       "an event or stream query, cudaMalloc, work on the legacy default stream, a wait on an event "
                       "recorded outside the capture in another capture...). The capture is discarded and the stream "
                       "usable.";

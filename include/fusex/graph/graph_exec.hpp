@@ -148,9 +148,10 @@ class graph_exec {
     }
     if (memory_ && stream != release_stream_) {
       if (detail::is_default_stream(stream)) {
-        throw invalid_argument("fusex: graph_exec::launch: a graph that holds a graph-private pool must be launched on "
-                               "a stream you created, not " + detail::stream_text(stream) +
-                               " (its memory is returned ordered after the stream of its last launch)");
+        throw invalid_argument(
+            "fusex: graph_exec::launch: a graph that holds a graph-private pool must be launched on "
+            "a stream you created, not " +
+            detail::stream_text(stream) + " (its memory is returned ordered after the stream of its last launch)");
       }
       memory_->set_release_stream(stream);
       release_stream_ = stream;

@@ -107,7 +107,8 @@ class batch_buckets {
     std::sort(sizes_.begin(), sizes_.end());
     sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
     if (sizes_.front() <= 0) {
-      throw invalid_argument("fusex: batch_buckets sizes must be positive (got " + std::to_string(sizes_.front()) + ")");
+      throw invalid_argument("fusex: batch_buckets sizes must be positive (got " + std::to_string(sizes_.front()) +
+                             ")");
     }
   }
   /// Powers of two from `smallest` up to the first power of two >= `largest` (1, 2, 4, 8, ...).

@@ -133,14 +133,38 @@ struct lt_key_hash {
 };
 
 inline lt_key make_lt_key(int device, const lt_gemm& g, std::size_t max_workspace) {
-  return lt_key{device, g.ab_type, g.cd_type, g.compute, g.epilogue, g.a.trans, g.b.trans,
-                g.a.m.rows, g.a.m.cols, g.a.m.ld, g.a.m.batch_stride,
-                g.b.m.rows, g.b.m.cols, g.b.m.ld, g.b.m.batch_stride,
-                g.c.ld, g.c.batch_stride, g.d.rows, g.d.cols, g.d.ld, g.d.batch_stride,
-                g.k, g.batch, pointer_alignment(g.a_ptr), pointer_alignment(g.b_ptr),
-                pointer_alignment(g.c_ptr), pointer_alignment(g.d_ptr),
+  return lt_key{device,
+                g.ab_type,
+                g.cd_type,
+                g.compute,
+                g.epilogue,
+                g.a.trans,
+                g.b.trans,
+                g.a.m.rows,
+                g.a.m.cols,
+                g.a.m.ld,
+                g.a.m.batch_stride,
+                g.b.m.rows,
+                g.b.m.cols,
+                g.b.m.ld,
+                g.b.m.batch_stride,
+                g.c.ld,
+                g.c.batch_stride,
+                g.d.rows,
+                g.d.cols,
+                g.d.ld,
+                g.d.batch_stride,
+                g.k,
+                g.batch,
+                pointer_alignment(g.a_ptr),
+                pointer_alignment(g.b_ptr),
+                pointer_alignment(g.c_ptr),
+                pointer_alignment(g.d_ptr),
                 g.bias_ptr != nullptr ? pointer_alignment(g.bias_ptr) : 0,
-                static_cast<std::int64_t>(max_workspace), g.c_ptr == g.d_ptr, 0, 0};
+                static_cast<std::int64_t>(max_workspace),
+                g.c_ptr == g.d_ptr,
+                0,
+                0};
 }
 
 /// A cached plan: descriptors, layouts and the chosen algorithm.
@@ -174,7 +198,8 @@ inline void build_lt_plan(lt_plan& p, cublasLtHandle_t handle, const lt_gemm& g,
   const cublasOperation_t tb = g.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   FUSEX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   FUSEX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  FUSEX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof(g.epilogue)));
+  FUSEX_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof(g.epilogue)));
   if (g.bias_ptr != nullptr) {
     // The heuristic reads the pointer's alignment from it (the key includes that alignment).
     FUSEX_CUBLAS_CHECK(
@@ -197,10 +222,9 @@ inline void build_lt_plan(lt_plan& p, cublasLtHandle_t handle, const lt_gemm& g,
   const std::uint64_t ws = max_workspace;
   FUSEX_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const std::uint32_t align[4] = {static_cast<std::uint32_t>(pointer_alignment(g.a_ptr)),
-                                  static_cast<std::uint32_t>(pointer_alignment(g.b_ptr)),
-                                  static_cast<std::uint32_t>(pointer_alignment(g.c_ptr)),
-                                  static_cast<std::uint32_t>(pointer_alignment(g.d_ptr))};
+  const std::uint32_t align[4] = {
+      static_cast<std::uint32_t>(pointer_alignment(g.a_ptr)), static_cast<std::uint32_t>(pointer_alignment(g.b_ptr)),
+      static_cast<std::uint32_t>(pointer_alignment(g.c_ptr)), static_cast<std::uint32_t>(pointer_alignment(g.d_ptr))};
   FUSEX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[0],
                                                           sizeof(align[0])));
   FUSEX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[1],

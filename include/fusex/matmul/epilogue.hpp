@@ -53,9 +53,9 @@ inline constexpr int max_epilogue_terms = 4;
 
 /// The structure of an epilogue: cast?(activation?(sum of coefficient * term)).
 struct epilogue_form {
-  bool affine = true;          ///< the expression has that structure
-  const char* why_not = "";    ///< the first construct that does not (static text)
-  const char* why_op = "";     ///< the op concerned, when there is one
+  bool affine = true;        ///< the expression has that structure
+  const char* why_not = "";  ///< the first construct that does not (static text)
+  const char* why_op = "";   ///< the op concerned, when there is one
   epilogue_activation act = epilogue_activation::none;
   const char* cast_dtype = nullptr;  ///< a cast at the root, to this dtype
   int n_terms = 0;
@@ -195,9 +195,11 @@ struct lt_affine_form<matmul_node<T>> : std::true_type {};
 template <class T>
 struct lt_affine_form<leaf_node<T>> : std::true_type {};
 template <class A, class B>
-struct lt_affine_form<map_node<ops::add, A, B>> : std::bool_constant<lt_affine_form<A>::value && lt_affine_form<B>::value> {};
+struct lt_affine_form<map_node<ops::add, A, B>>
+    : std::bool_constant<lt_affine_form<A>::value && lt_affine_form<B>::value> {};
 template <class A, class B>
-struct lt_affine_form<map_node<ops::sub, A, B>> : std::bool_constant<lt_affine_form<A>::value && lt_affine_form<B>::value> {};
+struct lt_affine_form<map_node<ops::sub, A, B>>
+    : std::bool_constant<lt_affine_form<A>::value && lt_affine_form<B>::value> {};
 template <class A>
 struct lt_affine_form<map_node<ops::neg, A>> : lt_affine_form<A> {};
 template <class A, class B>
@@ -205,7 +207,8 @@ struct lt_affine_form<map_node<ops::mul, A, B>>
     : std::bool_constant<(is_scalar_node<A>::value && lt_affine_form<B>::value) ||
                          (lt_affine_form<A>::value && is_scalar_node<B>::value)> {};
 template <class A, class B>
-struct lt_affine_form<map_node<ops::div, A, B>> : std::bool_constant<lt_affine_form<A>::value && is_scalar_node<B>::value> {};
+struct lt_affine_form<map_node<ops::div, A, B>>
+    : std::bool_constant<lt_affine_form<A>::value && is_scalar_node<B>::value> {};
 
 /// Whether a node type has the form one cuBLASLt call computes: the affine part, or relu /
 /// gelu_tanh of it.
@@ -226,19 +229,23 @@ inline constexpr bool peel_here_v = matmul_count_v<C> == 1 && lt_call_form<C>::v
 template <class E>
 struct has_peel : std::false_type {};
 template <class Op, class... A>
-struct has_peel<map_node<Op, A...>> : std::bool_constant<map_node<Op, A...>::reduce_count == 0 &&
-                                                         matmul_count_v<map_node<Op, A...>> == 1> {};
+struct has_peel<map_node<Op, A...>>
+    : std::bool_constant<map_node<Op, A...>::reduce_count == 0 && matmul_count_v<map_node<Op, A...>> == 1> {};
 
 // The type of a node below the root with the peeled part replaced by the leaf type L.
 template <class N, class L>
-struct peeled_below { using type = N; };
+struct peeled_below {
+  using type = N;
+};
 template <class C, class L>
 struct peeled_child {
   using type = std::conditional_t<matmul_count_v<C> == 0, C,
                                   std::conditional_t<peel_here_v<C>, L, typename peeled_below<C, L>::type>>;
 };
 template <class Op, class... A, class L>
-struct peeled_below<map_node<Op, A...>, L> { using type = map_node<Op, typename peeled_child<A, L>::type...>; };
+struct peeled_below<map_node<Op, A...>, L> {
+  using type = map_node<Op, typename peeled_child<A, L>::type...>;
+};
 /// The expression type E (has_peel) with its peeled part replaced by the leaf type L.
 template <class E, class L>
 using peeled_t = typename peeled_below<E, L>::type;
@@ -348,20 +355,20 @@ inline bool lt_operand_of(std::int64_t R, std::int64_t C, std::int64_t sr, std::
 
 /// What classify_epilogue decided.
 struct lt_epilogue_plan {
-  bool ok = false;            ///< one cuBLASLt call computes the whole expression
-  const char* why = "";       ///< when !ok: why not (static text)
-  const char* why_op = "";    ///< the op concerned, when there is one
+  bool ok = false;          ///< one cuBLASLt call computes the whole expression
+  const char* why = "";     ///< when !ok: why not (static text)
+  const char* why_op = "";  ///< the op concerned, when there is one
   epilogue_activation act = epilogue_activation::none;
   /// true: cuBLASLt computes the transpose D^T [N x M] (its rows are our columns; a row-major
   /// destination). false: D [M x N] directly (a column-major destination).
   bool n_rows = true;
   double alpha = 1, beta = 0;
   bool has_bias = false;
-  bool bias_along_n = true;   ///< the bias is indexed by the column n (else by the row m)
+  bool bias_along_n = true;  ///< the bias is indexed by the column n (else by the row m)
   epilogue_operand bias;
   bool has_residual = false;
   epilogue_operand residual;
-  lt_matrix_desc d, c;        ///< destination and residual, as cuBLASLt sees them
+  lt_matrix_desc d, c;  ///< destination and residual, as cuBLASLt sees them
 };
 
 inline bool cublaslt_output_supported(const char* in, const char* out) {
@@ -423,8 +430,9 @@ inline lt_epilogue_plan classify_epilogue(const epilogue_form& f, const gemm_out
     return no("a cast to a dtype other than the destination's (it rounds before the store)", "cast");
   }
   if (!cublaslt_output_supported(o.in_dtype, o.out_dtype)) {
-    return no("cuBLASLt cannot write this destination dtype from these operands (float32 operands write "
-              "float32; float16/bfloat16 write their own dtype or float32)");
+    return no(
+        "cuBLASLt cannot write this destination dtype from these operands (float32 operands write "
+        "float32; float16/bfloat16 write their own dtype or float32)");
   }
   p.act = f.act;
   const gemm_dims& g = o.dims;

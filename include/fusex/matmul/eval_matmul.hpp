@@ -49,13 +49,14 @@ struct matmul_decision {
   /// destination (`peel`) and the rest by one elementwise kernel in place; otherwise the product
   /// goes to a float32 temporary.
   bool peeled = false;
-  lt_epilogue_plan peel;    ///< the cuBLASLt mapping of the peeled part (when peeled)
+  lt_epilogue_plan peel;  ///< the cuBLASLt mapping of the peeled part (when peeled)
 };
 
 // Operands of the fused paths: the destination, then the epilogue's leaves, strides in the
 // space [batch, M, N].
 template <class D, class E>
-std::array<operand_layout, static_cast<std::size_t>(E::leaf_count) + 1> gemm_space_operands(const view<D>& dst, const E& e) {
+std::array<operand_layout, static_cast<std::size_t>(E::leaf_count) + 1> gemm_space_operands(const view<D>& dst,
+                                                                                            const E& e) {
   std::array<operand_layout, static_cast<std::size_t>(E::leaf_count) + 1> ops{};
   ops[0] = describe_operand(dst);
   int k = 1;
@@ -139,7 +140,8 @@ void plan_peel(const view<D>& dst, const E& e, const gemm_output& o, matmul_deci
     const std::int64_t dspan = span_elements(ops[0], space) * ops[0].elem_size;
     int overlapping = 0;
     for (std::size_t i = 1; i < ops.size(); ++i)
-      if (byte_ranges_overlap(ops[0].data, dspan, ops[i].data, span_elements(ops[i], space) * ops[i].elem_size)) ++overlapping;
+      if (byte_ranges_overlap(ops[0].data, dspan, ops[i].data, span_elements(ops[i], space) * ops[i].elem_size))
+        ++overlapping;
     if (overlapping != 1) return;
     d.peeled = true;
     d.peel = p;
@@ -265,13 +267,15 @@ void lt_operands(const matmul_node<T>& mm, bool n_rows, lt_gemm& g) {
   const gemm_dims& d = mm.dims;
   bool ok;
   if (n_rows) {
-    ok = lt_operand_of(d.n, d.k, lb.col_stride, lb.row_stride, g.a) && lt_operand_of(d.k, d.m, la.col_stride, la.row_stride, g.b);
+    ok = lt_operand_of(d.n, d.k, lb.col_stride, lb.row_stride, g.a) &&
+         lt_operand_of(d.k, d.m, la.col_stride, la.row_stride, g.b);
     g.a_ptr = mm.b.data();
     g.b_ptr = mm.a.data();
     g.a.m.batch_stride = lb.batch > 1 ? lb.batch_stride : 0;
     g.b.m.batch_stride = la.batch > 1 ? la.batch_stride : 0;
   } else {
-    ok = lt_operand_of(d.m, d.k, la.row_stride, la.col_stride, g.a) && lt_operand_of(d.k, d.n, lb.row_stride, lb.col_stride, g.b);
+    ok = lt_operand_of(d.m, d.k, la.row_stride, la.col_stride, g.a) &&
+         lt_operand_of(d.k, d.n, lb.row_stride, lb.col_stride, g.b);
     g.a_ptr = mm.a.data();
     g.b_ptr = mm.b.data();
     g.a.m.batch_stride = la.batch > 1 ? la.batch_stride : 0;
@@ -399,7 +403,8 @@ void eval_matmul_host(const view<D>& dst, const E& e) {
       for (std::int64_t j = 0; j < g.n; ++j) {
         double acc = 0;
         for (std::int64_t k = 0; k < g.k; ++k)
-          acc += convert<double>(A[i * la.row_stride + k * la.col_stride]) * convert<double>(B[k * lb.row_stride + j * lb.col_stride]);
+          acc += convert<double>(A[i * la.row_stride + k * la.col_stride]) *
+                 convert<double>(B[k * lb.row_stride + j * lb.col_stride]);
         tmp[static_cast<std::size_t>((bz * g.m + i) * g.n + j)] = static_cast<float>(acc);
       }
   }
@@ -462,8 +467,7 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
   const gemm_dims& g = mm.dims;
   std::string out = "fusex plan: matmul " + std::string(dtype_name<T>()) + " M=" + std::to_string(g.m) +
                     " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) +
-                    (g.batched ? " batch=" + std::to_string(g.batch) : std::string()) +
-                    ", float32 accumulation" +
+                    (g.batched ? " batch=" + std::to_string(g.batch) : std::string()) + ", float32 accumulation" +
                     (std::is_same_v<T, float> && mm.options.allow_tf32 ? " (TF32 allowed)" : "") + "\n";
   out += "  destination: " + operand_desc(dtype_name<D>(), dst.shape(), dst.strides()) + "\n";
   std::string why = d.why;
@@ -481,12 +485,13 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
     }
     case matmul_route::cublaslt_fused: {
       const lt_epilogue_plan& p = d.lt;
-      out += std::string("  path: cuBLASLt, 1 call with its epilogue ") + lt_epilogue_name(lt_epilogue_of(p.act, p.has_bias)) +
-             ": " + why + "\n";
+      out += std::string("  path: cuBLASLt, 1 call with its epilogue ") +
+             lt_epilogue_name(lt_epilogue_of(p.act, p.has_bias)) + ": " + why + "\n";
       out += "    alpha " + fmt_double(p.alpha) + ", beta " + fmt_double(p.beta);
       if (p.has_bias) out += std::string(", bias along ") + (p.bias_along_n ? "N (columns)" : "M (rows)");
       if (p.has_residual) out += ", residual C " + operand_desc(p.residual.dtype, p.residual.shape, p.residual.strides);
-      out += std::string(", computed as ") + (p.n_rows ? "D^T = B^T A^T (row-major destination)" : "D = A B (column-major destination)") +
+      out += std::string(", computed as ") +
+             (p.n_rows ? "D^T = B^T A^T (row-major destination)" : "D = A B (column-major destination)") +
              "\n    (if cuBLASLt has no algorithm for this epilogue, the GEMM + elementwise path runs instead)\n";
       break;
     }
@@ -494,14 +499,17 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
       if (d.peeled) {
         const lt_epilogue_plan& p = d.peel;
         out += std::string("  path: cuBLASLt, 1 call with its epilogue ") +
-               lt_epilogue_name(lt_epilogue_of(p.act, p.has_bias)) + " for part of the expression, into the destination (" +
-               dtype_name<D>() + "), then 1 elementwise kernel in place over the destination for the rest: the whole "
-               "epilogue does not map onto cuBLASLt's because of " + why + "\n";
+               lt_epilogue_name(lt_epilogue_of(p.act, p.has_bias)) +
+               " for part of the expression, into the destination (" + dtype_name<D>() +
+               "), then 1 elementwise kernel in place over the destination for the rest: the whole "
+               "epilogue does not map onto cuBLASLt's because of " +
+               why + "\n";
         if (!std::is_same_v<D, float>) {
           out += std::string("    the part's result is rounded to ") + dtype_name<D>() +
                  " before the rest (matmul_options::float32_intermediate keeps it in float32)\n";
         }
-        out += "    (if cuBLASLt has no algorithm for that epilogue, the product goes to a float32 temporary instead)\n";
+        out +=
+            "    (if cuBLASLt has no algorithm for that epilogue, the product goes to a float32 temporary instead)\n";
         break;
       }
       out += "  path: cuBLASLt GEMM into a float32 temporary " + mm.shape().str() +

@@ -48,7 +48,8 @@ struct matmul_options {
 
 namespace detail {
 template <class T>
-inline constexpr bool is_matmul_dtype_v = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+inline constexpr bool is_matmul_dtype_v =
+    std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 /// Dimensions of one (possibly batched) matrix product: a [batch?, M, K] times b [batch?, K, N].
 struct gemm_dims {
@@ -89,8 +90,8 @@ gemm_dims check_gemm(const char* who, const view<const T>& a, const view<const T
            operand_desc(dtype_name<T>(), b.shape(), b.strides());
   };
   if (a.rank() < 2 || a.rank() > 3 || b.rank() < 2 || b.rank() > 3) {
-    throw shape_error(std::string("fusex::") + who + ": operands must be 2-D matrices or 3-D batches of matrices; got " +
-                      both());
+    throw shape_error(std::string("fusex::") + who +
+                      ": operands must be 2-D matrices or 3-D batches of matrices; got " + both());
   }
   const matrix_layout la = matrix_of(a), lb = matrix_of(b);
   if (la.cols != lb.rows) {
@@ -144,30 +145,50 @@ struct matmul_node : detail::expr_base {
 namespace detail {
 // --- counting matmul nodes ---------------------------------------------------------------------
 template <class N>
-struct matmul_count_of { static constexpr int value = 0; };
+struct matmul_count_of {
+  static constexpr int value = 0;
+};
 template <class T>
-struct matmul_count_of<matmul_node<T>> { static constexpr int value = 1; };
+struct matmul_count_of<matmul_node<T>> {
+  static constexpr int value = 1;
+};
 template <class Op, class... A>
-struct matmul_count_of<map_node<Op, A...>> { static constexpr int value = (0 + ... + matmul_count_of<A>::value); };
+struct matmul_count_of<map_node<Op, A...>> {
+  static constexpr int value = (0 + ... + matmul_count_of<A>::value);
+};
 template <class Op, class C>
-struct matmul_count_of<reduce_node<Op, C>> { static constexpr int value = matmul_count_of<C>::value; };
+struct matmul_count_of<reduce_node<Op, C>> {
+  static constexpr int value = matmul_count_of<C>::value;
+};
 /// Number of matmul nodes in an expression type.
 template <class E>
 inline constexpr int matmul_count_v = matmul_count_of<std::decay_t<E>>::value;
 
 // --- the matmul node's type and the node itself --------------------------------------------------
 template <class N>
-struct matmul_type_of { using type = void; };
+struct matmul_type_of {
+  using type = void;
+};
 template <class T>
-struct matmul_type_of<matmul_node<T>> { using type = matmul_node<T>; };
+struct matmul_type_of<matmul_node<T>> {
+  using type = matmul_node<T>;
+};
 template <class A, class... R>
-struct first_non_void { using type = std::conditional_t<std::is_void_v<A>, typename first_non_void<R...>::type, A>; };
+struct first_non_void {
+  using type = std::conditional_t<std::is_void_v<A>, typename first_non_void<R...>::type, A>;
+};
 template <class A>
-struct first_non_void<A> { using type = A; };
+struct first_non_void<A> {
+  using type = A;
+};
 template <class Op, class... A>
-struct matmul_type_of<map_node<Op, A...>> { using type = typename first_non_void<typename matmul_type_of<A>::type...>::type; };
+struct matmul_type_of<map_node<Op, A...>> {
+  using type = typename first_non_void<typename matmul_type_of<A>::type...>::type;
+};
 template <class Op, class C>
-struct matmul_type_of<reduce_node<Op, C>> { using type = typename matmul_type_of<C>::type; };
+struct matmul_type_of<reduce_node<Op, C>> {
+  using type = typename matmul_type_of<C>::type;
+};
 /// The matmul_node<T> type inside an expression type (void when there is none).
 template <class E>
 using matmul_type_t = typename matmul_type_of<std::decay_t<E>>::type;
@@ -177,7 +198,9 @@ void find_matmul_impl(const leaf_node<T>&, const M*&) {}
 template <class M, class T>
 void find_matmul_impl(const scalar_node<T>&, const M*&) {}
 template <class M>
-void find_matmul_impl(const M& n, const M*& out) { out = &n; }
+void find_matmul_impl(const M& n, const M*& out) {
+  out = &n;
+}
 template <class M, class Op, class C>
 void find_matmul_impl(const reduce_node<Op, C>& n, const M*& out);
 template <class M, class Op, class... A>
@@ -204,13 +227,21 @@ const matmul_type_t<E>& find_matmul(const E& e) {
 
 // --- replacing the matmul node by a leaf ---------------------------------------------------------
 template <class N, class L>
-struct with_leaf { using type = N; };
+struct with_leaf {
+  using type = N;
+};
 template <class T, class L>
-struct with_leaf<matmul_node<T>, L> { using type = L; };
+struct with_leaf<matmul_node<T>, L> {
+  using type = L;
+};
 template <class Op, class... A, class L>
-struct with_leaf<map_node<Op, A...>, L> { using type = map_node<Op, typename with_leaf<A, L>::type...>; };
+struct with_leaf<map_node<Op, A...>, L> {
+  using type = map_node<Op, typename with_leaf<A, L>::type...>;
+};
 template <class Op, class C, class L>
-struct with_leaf<reduce_node<Op, C>, L> { using type = reduce_node<Op, typename with_leaf<C, L>::type>; };
+struct with_leaf<reduce_node<Op, C>, L> {
+  using type = reduce_node<Op, typename with_leaf<C, L>::type>;
+};
 /// The expression type with its matmul node replaced by the leaf type L.
 template <class E, class L>
 using with_leaf_t = typename with_leaf<E, L>::type;
@@ -235,7 +266,8 @@ with_leaf_t<reduce_node<Op, C>, L> replace_matmul(const reduce_node<Op, C>& n, c
   return with_leaf_t<reduce_node<Op, C>, L>(n.op, child, n.mask, n.keep);
 }
 template <class L, class Op, class... A, std::size_t... I>
-with_leaf_t<map_node<Op, A...>, L> replace_matmul_map(const map_node<Op, A...>& n, const L& leaf, std::index_sequence<I...>) {
+with_leaf_t<map_node<Op, A...>, L> replace_matmul_map(const map_node<Op, A...>& n, const L& leaf,
+                                                      std::index_sequence<I...>) {
   return with_leaf_t<map_node<Op, A...>, L>{n.op, replace_matmul(cuda::std::get<I>(n.args), leaf)...};
 }
 template <class L, class Op, class... A>

@@ -58,7 +58,9 @@ struct gemm_value_eval {
 };
 
 template <class T, class Index>
-struct evaluator_of<matmul_node<T>, Index> { using type = gemm_value_eval<T>; };
+struct evaluator_of<matmul_node<T>, Index> {
+  using type = gemm_value_eval<T>;
+};
 
 template <class Index, class T>
 gemm_value_eval<T> make_evaluator(const matmul_node<T>&, leaf_strides_source<Index>&) {
@@ -159,7 +161,8 @@ FUSEX_DEVICE FUSEX_FORCEINLINE void load_vec(const T* p, float (&out)[VW]) {
 /// each lane one output of its warp's partial sums; warp 0 adds the other warps' (shared memory,
 /// fixed order: results do not depend on timing), applies the epilogue and stores.
 template <int MT, int VW, class T, class Out, class Epi>
-__global__ void __launch_bounds__(small_m_max_threads) small_m_kernel(const small_m_params<T> p, const Out out, const Epi epi) {
+__global__ void __launch_bounds__(small_m_max_threads)
+    small_m_kernel(const small_m_params<T> p, const Out out, const Epi epi) {
   constexpr int CW = 32 / MT;
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
@@ -213,11 +216,9 @@ __global__ void __launch_bounds__(small_m_max_threads) small_m_kernel(const smal
           FUSEX_UNROLL
           for (int i = 0; i < MT; ++i) load_vec<T, VW>(arow[i] + k, x[i]);
           FUSEX_UNROLL
-          for (int i = 0; i < MT; ++i)
-            FUSEX_UNROLL
-            for (int c = 0; c < CW; ++c)
-              FUSEX_UNROLL
-              for (int l = 0; l < VW; ++l) acc[i * CW + c] = fmaf(x[i][l], w[c][l], acc[i * CW + c]);
+          for (int i = 0; i < MT; ++i) FUSEX_UNROLL
+          for (int c = 0; c < CW; ++c) FUSEX_UNROLL
+          for (int l = 0; l < VW; ++l) acc[i * CW + c] = fmaf(x[i][l], w[c][l], acc[i * CW + c]);
         }
       } else {
         for (int k = tid; k < p.k; k += threads) {
@@ -228,9 +229,8 @@ __global__ void __launch_bounds__(small_m_max_threads) small_m_kernel(const smal
           FUSEX_UNROLL
           for (int i = 0; i < MT; ++i) x[i] = convert<float>(arow[i][std::int64_t{k} * p.a_sk]);
           FUSEX_UNROLL
-          for (int i = 0; i < MT; ++i)
-            FUSEX_UNROLL
-            for (int c = 0; c < CW; ++c) acc[i * CW + c] = fmaf(x[i], w[c], acc[i * CW + c]);
+          for (int i = 0; i < MT; ++i) FUSEX_UNROLL
+          for (int c = 0; c < CW; ++c) acc[i * CW + c] = fmaf(x[i], w[c], acc[i * CW + c]);
         }
       }
       float v = warp_reduce_scatter(acc, lane);
@@ -288,13 +288,11 @@ __global__ void __launch_bounds__(small_m_max_threads)
         FUSEX_UNROLL
         for (int u = 0; u < U; ++u) w[u] = convert<float>(bcol[std::int64_t{k + u} * p.b_sk]);
         FUSEX_UNROLL
-        for (int i = 0; i < MT; ++i)
-          FUSEX_UNROLL
-          for (int u = 0; u < U; ++u) x[i][u] = convert<float>(arow[i][std::int64_t{k + u} * p.a_sk]);
+        for (int i = 0; i < MT; ++i) FUSEX_UNROLL
+        for (int u = 0; u < U; ++u) x[i][u] = convert<float>(arow[i][std::int64_t{k + u} * p.a_sk]);
         FUSEX_UNROLL
-        for (int u = 0; u < U; ++u)
-          FUSEX_UNROLL
-          for (int i = 0; i < MT; ++i) acc[i] = fmaf(x[i][u], w[u], acc[i]);
+        for (int u = 0; u < U; ++u) FUSEX_UNROLL
+        for (int i = 0; i < MT; ++i) acc[i] = fmaf(x[i][u], w[u], acc[i]);
       }
       for (; k < p.k; ++k) {
         const float w = convert<float>(bcol[std::int64_t{k} * p.b_sk]);
@@ -354,8 +352,8 @@ void launch_small_m(const view<D>& dst, const E& e, const matmul_node<T>& mm, co
     const dim3 grid(static_cast<unsigned>(p.tiles < max_grid_x ? p.tiles : max_grid_x), 1u, grid_z);
     const dim3 block(static_cast<unsigned>(threads));
     const int nb = static_cast<int>(n_blocks);
-    launch_kernel("matmul_small_m_n_major_kernel", &small_m_n_major_kernel<small_m_n_major_rows, T, O, V>, grid, block, 0, stream,
-                  dev, p, o, ev, nb);
+    launch_kernel("matmul_small_m_n_major_kernel", &small_m_n_major_kernel<small_m_n_major_rows, T, O, V>, grid, block,
+                  0, stream, dev, p, o, ev, nb);
     return;
   }
   constexpr int VW = 16 / static_cast<int>(sizeof(T));
@@ -372,10 +370,12 @@ void launch_small_m(const view<D>& dst, const E& e, const matmul_node<T>& mm, co
   const dim3 grid(static_cast<unsigned>(p.tiles < max_grid_x ? p.tiles : max_grid_x), 1u, grid_z);
   const dim3 block(static_cast<unsigned>(32 * small_m_block_warps(g.k, vec ? VW : 1)));
   if (vec) {
-    if (mt == 4) launch_kernel("matmul_small_m_kernel", &small_m_kernel<4, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
+    if (mt == 4)
+      launch_kernel("matmul_small_m_kernel", &small_m_kernel<4, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
     else launch_kernel("matmul_small_m_kernel", &small_m_kernel<8, VW, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
   } else {
-    if (mt == 4) launch_kernel("matmul_small_m_kernel", &small_m_kernel<4, 1, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
+    if (mt == 4)
+      launch_kernel("matmul_small_m_kernel", &small_m_kernel<4, 1, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
     else launch_kernel("matmul_small_m_kernel", &small_m_kernel<8, 1, T, O, V>, grid, block, 0, stream, dev, p, o, ev);
   }
 }

@@ -92,23 +92,23 @@ struct private_pool_options {
 
 /// A snapshot of an arena's state. Byte counts of allocations are the requested sizes.
 struct arena_stats {
-  std::size_t bytes_in_use = 0;          ///< Bytes of live allocations (as requested).
-  std::size_t peak_bytes_in_use = 0;     ///< Highest bytes_in_use seen (see stats_batch_bytes).
-  std::size_t allocations_in_use = 0;    ///< Number of live allocations.
-  std::size_t bytes_reserved = 0;        ///< Bytes held from upstream, in all chunks.
-  std::size_t peak_bytes_reserved = 0;   ///< Highest bytes_reserved.
-  std::size_t bytes_free = 0;            ///< Bytes in the shared free lists.
-  std::size_t bytes_cached = 0;          ///< Bytes in threads' caches of freed blocks.
-  std::size_t largest_free_block = 0;    ///< Largest block of the shared free lists.
-  std::size_t chunks = 0;                ///< Chunks held from upstream.
-  std::size_t private_pools = 0;         ///< Live graph-private pools.
-  std::size_t private_pool_bytes = 0;    ///< Bytes reserved by graph-private pools.
-  std::uint64_t allocations = 0;         ///< Allocations made (non-zero sizes).
-  std::uint64_t deallocations = 0;       ///< Deallocations made.
-  std::uint64_t cache_hits = 0;          ///< Allocations served by a thread cache.
+  std::size_t bytes_in_use = 0;            ///< Bytes of live allocations (as requested).
+  std::size_t peak_bytes_in_use = 0;       ///< Highest bytes_in_use seen (see stats_batch_bytes).
+  std::size_t allocations_in_use = 0;      ///< Number of live allocations.
+  std::size_t bytes_reserved = 0;          ///< Bytes held from upstream, in all chunks.
+  std::size_t peak_bytes_reserved = 0;     ///< Highest bytes_reserved.
+  std::size_t bytes_free = 0;              ///< Bytes in the shared free lists.
+  std::size_t bytes_cached = 0;            ///< Bytes in threads' caches of freed blocks.
+  std::size_t largest_free_block = 0;      ///< Largest block of the shared free lists.
+  std::size_t chunks = 0;                  ///< Chunks held from upstream.
+  std::size_t private_pools = 0;           ///< Live graph-private pools.
+  std::size_t private_pool_bytes = 0;      ///< Bytes reserved by graph-private pools.
+  std::uint64_t allocations = 0;           ///< Allocations made (non-zero sizes).
+  std::uint64_t deallocations = 0;         ///< Deallocations made.
+  std::uint64_t cache_hits = 0;            ///< Allocations served by a thread cache.
   std::uint64_t upstream_allocations = 0;  ///< Chunks obtained from upstream.
-  std::uint64_t upstream_frees = 0;      ///< Chunks returned to upstream.
-  std::uint64_t stream_handoffs = 0;     ///< Blocks handed from one stream to another.
+  std::uint64_t upstream_frees = 0;        ///< Chunks returned to upstream.
+  std::uint64_t stream_handoffs = 0;       ///< Blocks handed from one stream to another.
   /// Free chunks of the arena given to a new graph-private pool instead of new upstream chunks.
   std::uint64_t pool_chunk_reuses = 0;
   std::uint64_t event_records = 0;       ///< cudaEventRecord calls made.

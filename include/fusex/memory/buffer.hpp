@@ -30,8 +30,8 @@ class buffer {
   buffer(std::size_t size, cudaStream_t stream, device_resource_ref resource = get_default_resource())
       : resource_(resource), stream_(stream), size_(size) {
     if (size > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
-      throw invalid_argument("fusex: buffer of " + std::to_string(size) + " elements of " +
-                             std::to_string(sizeof(T)) + " bytes overflows size_t");
+      throw invalid_argument("fusex: buffer of " + std::to_string(size) + " elements of " + std::to_string(sizeof(T)) +
+                             " bytes overflows size_t");
     }
     data_ = static_cast<T*>(resource_.allocate_async(bytes(), default_alignment, stream_));
   }
@@ -39,8 +39,11 @@ class buffer {
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
   buffer(buffer&& o) noexcept
-      : resource_(o.resource_), stream_(o.stream_), data_(std::exchange(o.data_, nullptr)),
-        size_(std::exchange(o.size_, 0)), extra_streams_(std::move(o.extra_streams_)) {
+      : resource_(o.resource_),
+        stream_(o.stream_),
+        data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        extra_streams_(std::move(o.extra_streams_)) {
     o.extra_streams_.clear();
   }
   buffer& operator=(buffer&& o) noexcept {

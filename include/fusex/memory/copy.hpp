@@ -118,8 +118,8 @@ void copy_async(const Dst& dst, const Src& src, cudaStream_t stream) {
                            s.shape().str() + ") overlap in memory");
   }
   if (d.is_contiguous() && s.is_contiguous()) {
-    FUSEX_CUDA_CHECK(cudaMemcpyAsync(d.data(), s.data(), static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDefault,
-                                     stream));
+    FUSEX_CUDA_CHECK(
+        cudaMemcpyAsync(d.data(), s.data(), static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDefault, stream));
     return;
   }
   const int k = std::min(detail::dense_suffix(d), detail::dense_suffix(s));
@@ -142,7 +142,8 @@ void copy_async(const Dst& dst, const Src& src, cudaStream_t stream) {
 /// shape_error when the sizes differ. std::vector<bool> has no contiguous storage: use to_host.
 template <class T, class A, class Src>
 void copy_async(std::vector<T, A>& dst, const Src& src, cudaStream_t stream) {
-  static_assert(!std::is_same_v<T, bool>, "fusex::copy_async: std::vector<bool> has no contiguous storage; use fusex::to_host");
+  static_assert(!std::is_same_v<T, bool>,
+                "fusex::copy_async: std::vector<bool> has no contiguous storage; use fusex::to_host");
   const auto s = detail::as_copy_view(src);
   if (static_cast<std::int64_t>(dst.size()) != s.size()) {
     throw shape_error("fusex::copy_async: a std::vector of " + std::to_string(dst.size()) +

@@ -34,12 +34,12 @@ namespace fusex {
 
 /// Statistics of a pinned_host_resource.
 struct pinned_stats {
-  std::size_t bytes_in_use = 0;     ///< Bytes of live blocks (rounded sizes).
-  std::size_t bytes_cached = 0;     ///< Bytes of freed blocks kept for reuse.
-  std::size_t bytes_reserved = 0;   ///< Pinned bytes held (in use + cached).
-  std::uint64_t allocations = 0;    ///< allocate calls with a non-zero size.
-  std::uint64_t cache_hits = 0;     ///< Served from the cache.
-  std::uint64_t host_allocs = 0;    ///< cudaHostAlloc calls.
+  std::size_t bytes_in_use = 0;    ///< Bytes of live blocks (rounded sizes).
+  std::size_t bytes_cached = 0;    ///< Bytes of freed blocks kept for reuse.
+  std::size_t bytes_reserved = 0;  ///< Pinned bytes held (in use + cached).
+  std::uint64_t allocations = 0;   ///< allocate calls with a non-zero size.
+  std::uint64_t cache_hits = 0;    ///< Served from the cache.
+  std::uint64_t host_allocs = 0;   ///< cudaHostAlloc calls.
 };
 
 /// A thread-safe caching allocator of pinned host memory. Alignments: powers of two up to 4096
@@ -55,7 +55,8 @@ class pinned_host_resource {
   /// message.
   ~pinned_host_resource() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!live_.empty()) std::fprintf(stderr, "fusex::pinned_host_resource: destroyed with %zu live block(s)\n", live_.size());
+    if (!live_.empty())
+      std::fprintf(stderr, "fusex::pinned_host_resource: destroyed with %zu live block(s)\n", live_.size());
     for (auto& kv : free_) {
       for (block& b : kv.second) {
         if (b.event != nullptr) {
@@ -102,9 +103,10 @@ class pinned_host_resource {
       if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         throw bad_alloc("fusex::pinned_host_resource: cudaHostAlloc of " + detail::format_bytes(size) +
-                            " (for a request of " + std::to_string(bytes) + " bytes) failed with "
-                            "cudaErrorMemoryAllocation; " + detail::format_bytes(stats().bytes_reserved) +
-                            " of pinned memory is held by this resource",
+                            " (for a request of " + std::to_string(bytes) +
+                            " bytes) failed with "
+                            "cudaErrorMemoryAllocation; " +
+                            detail::format_bytes(stats().bytes_reserved) + " of pinned memory is held by this resource",
                         bytes, e);
       }
     }
@@ -153,7 +155,9 @@ class pinned_host_resource {
   // Pages, then eight size classes per power of two: blocks are reused across nearby sizes.
   static std::size_t rounded(std::size_t bytes) {
     if (bytes <= 4096) return 4096;
-    if (bytes > (std::size_t{1} << 62)) throw bad_alloc("fusex::pinned_host_resource: request of " + std::to_string(bytes) + " bytes too large", bytes, cudaErrorMemoryAllocation);
+    if (bytes > (std::size_t{1} << 62))
+      throw bad_alloc("fusex::pinned_host_resource: request of " + std::to_string(bytes) + " bytes too large", bytes,
+                      cudaErrorMemoryAllocation);
     const std::size_t r = detail::round_up(bytes, 4096);
     int bin = detail::tlsf_bin(r);
     if (detail::tlsf_lower_bound(bin) < r) ++bin;
@@ -185,9 +189,10 @@ class pinned_host_resource {
       cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
       FUSEX_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
       if (cs != cudaStreamCaptureStatusNone) {
-        throw error("fusex::pinned_host_resource: deallocate_async on a stream that is being captured: pinned "
-                    "staging memory is host memory, reused when the host sees the work done, which a graph "
-                    "capture cannot provide");
+        throw error(
+            "fusex::pinned_host_resource: deallocate_async on a stream that is being captured: pinned "
+            "staging memory is host memory, reused when the host sees the work done, which a graph "
+            "capture cannot provide");
       }
     }
     std::size_t excess = 0;
@@ -283,8 +288,11 @@ class pinned_buffer {
   pinned_buffer(const pinned_buffer&) = delete;
   pinned_buffer& operator=(const pinned_buffer&) = delete;
   pinned_buffer(pinned_buffer&& o) noexcept
-      : resource_(o.resource_), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
-        stream_(o.stream_), has_stream_(std::exchange(o.has_stream_, false)) {}
+      : resource_(o.resource_),
+        data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        stream_(o.stream_),
+        has_stream_(std::exchange(o.has_stream_, false)) {}
   pinned_buffer& operator=(pinned_buffer&& o) noexcept {
     if (this != &o) {
       release_noexcept();
@@ -311,7 +319,8 @@ class pinned_buffer {
   /// A contiguous view with `shape` (which must have size() elements).
   fusex::view<T> view(shape_t shape) const {
     if (numel(shape) != static_cast<std::int64_t>(size_)) {
-      throw shape_error("fusex: pinned_buffer of " + std::to_string(size_) + " elements viewed as shape " + shape.str());
+      throw shape_error("fusex: pinned_buffer of " + std::to_string(size_) + " elements viewed as shape " +
+                        shape.str());
     }
     return fusex::view<T>(data_, shape);
   }

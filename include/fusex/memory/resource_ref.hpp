@@ -31,8 +31,8 @@ namespace detail {
 template <class R, class = void>
 struct has_record_stream : std::false_type {};
 template <class R>
-struct has_record_stream<R, std::void_t<decltype(std::declval<R&>().record_stream(std::declval<void*>(),
-                                                                                   std::declval<cudaStream_t>()))>>
+struct has_record_stream<
+    R, std::void_t<decltype(std::declval<R&>().record_stream(std::declval<void*>(), std::declval<cudaStream_t>()))>>
     : std::true_type {};
 
 // One distinct address per type: identifies the referenced type without RTTI.
@@ -86,8 +86,9 @@ class device_resource_ref {
   /// (supports_record_stream() is false; fusex::buffer then orders the free itself).
   void record_stream(void* p, cudaStream_t stream) const {
     if (vt_->record_stream == nullptr) {
-      throw invalid_argument("fusex: this memory resource has no record_stream; order the free after the other "
-                             "stream with an event");
+      throw invalid_argument(
+          "fusex: this memory resource has no record_stream; order the free after the other "
+          "stream with an event");
     }
     vt_->record_stream(obj_, p, stream);
   }
@@ -102,9 +103,7 @@ class device_resource_ref {
   friend bool operator==(const device_resource_ref& a, const device_resource_ref& b) noexcept {
     return a.obj_ == b.obj_;
   }
-  friend bool operator!=(const device_resource_ref& a, const device_resource_ref& b) noexcept {
-    return !(a == b);
-  }
+  friend bool operator!=(const device_resource_ref& a, const device_resource_ref& b) noexcept { return !(a == b); }
 
  private:
   struct vtable {
@@ -123,14 +122,13 @@ class device_resource_ref {
     }
   }
   template <class R>
-  static constexpr vtable vtable_for{
-      [](void* o, std::size_t b, std::size_t a, cudaStream_t s) -> void* {
-        return static_cast<R*>(o)->allocate_async(b, a, s);
-      },
-      [](void* o, void* p, std::size_t b, std::size_t a, cudaStream_t s) {
-        static_cast<R*>(o)->deallocate_async(p, b, a, s);
-      },
-      record_stream_of<R>(), &detail::resource_type_tag<R>};
+  static constexpr vtable vtable_for{[](void* o, std::size_t b, std::size_t a, cudaStream_t s) -> void* {
+                                       return static_cast<R*>(o)->allocate_async(b, a, s);
+                                     },
+                                     [](void* o, void* p, std::size_t b, std::size_t a, cudaStream_t s) {
+                                       static_cast<R*>(o)->deallocate_async(p, b, a, s);
+                                     },
+                                     record_stream_of<R>(), &detail::resource_type_tag<R>};
 
   void* obj_;
   const vtable* vt_;

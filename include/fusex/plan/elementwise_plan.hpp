@@ -33,14 +33,14 @@ struct operand_layout {
 
 /// The decisions of the elementwise planner.
 struct elementwise_layout {
-  shape_t shape;                        ///< logical shape of the destination(s)
-  std::int64_t numel = 0;               ///< number of elements
-  int rank = 0;                         ///< rank of the kernel's index space
-  std::int64_t extent[max_rank] = {};   ///< its extents, in elements
-  int vector_width = 1;                 ///< elements per vector access (1: scalar path)
-  bool index64 = false;                 ///< too large for 32-bit indices: launched in pieces (split_index32)
-  std::int64_t work = 0;                ///< work items: vectors, or elements on the scalar path
-  std::int64_t tail_start = 0;          ///< first element of the scalar tail (rank-1 vector path)
+  shape_t shape;                       ///< logical shape of the destination(s)
+  std::int64_t numel = 0;              ///< number of elements
+  int rank = 0;                        ///< rank of the kernel's index space
+  std::int64_t extent[max_rank] = {};  ///< its extents, in elements
+  int vector_width = 1;                ///< elements per vector access (1: scalar path)
+  bool index64 = false;                ///< too large for 32-bit indices: launched in pieces (split_index32)
+  std::int64_t work = 0;               ///< work items: vectors, or elements on the scalar path
+  std::int64_t tail_start = 0;         ///< first element of the scalar tail (rank-1 vector path)
 };
 
 inline std::string operand_text(const operand_layout& o) {
@@ -161,8 +161,8 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
   const int R = L.shape.rank();
   for (int i = 1; i < n_out; ++i) {
     if (ops[i].shape != L.shape) {
-      throw shape_error("fusex: destinations of one evaluation must have one shape; destination 0 is " +
-                        L.shape.str() + ", destination " + std::to_string(i) + " is " + ops[i].shape.str());
+      throw shape_error("fusex: destinations of one evaluation must have one shape; destination 0 is " + L.shape.str() +
+                        ", destination " + std::to_string(i) + " is " + ops[i].shape.str());
     }
   }
   L.numel = numel(L.shape);

@@ -8,7 +8,9 @@
 /// steps through the leading dimensions as one "row" dimension, the whole expression is one row
 /// kernel: a group of threads per row makes one pass over the row per nesting level of reductions
 /// (all reductions of a level share it) and then writes the epilogue; rows of up to 4096
-/// vectorised columns (8192 at vector width 8: 2-byte operands) are read once into registers and every pass works from there. Otherwise (rule 2), each reduction is computed by the generic reduction kernels
+/// vectorised columns (8192 at vector width 8: 2-byte operands) are read once into registers and
+/// every pass works from there. Otherwise (rule 2), each reduction is computed by the generic
+/// reduction kernels
 /// into a temporary from the default memory resource, and the rest is one elementwise kernel.
 
 #include <fusex/config.hpp>
@@ -122,7 +124,7 @@ struct row_layout {
   /// type's registers, 2 fills them, 3 reads memory and prefetches its line into L1 at the
   /// fill), see assign_cache_roles.
   std::uint64_t cache_modes = 0;
-  int cached_leaves = 0;  ///< leaves answered from registers
+  int cached_leaves = 0;      ///< leaves answered from registers
   int prefetched_leaves = 0;  ///< leaves read from memory whose lines are requested at the fill
   /// Why a row that fits the registers is re-read per pass (null: it is not, or it does not fit).
   const char* reread_why = nullptr;
@@ -297,7 +299,8 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     // form only); a row that does not fit alone goes to rule 2.
     const std::int64_t most = rows_per_index32_piece(ops, n_ops, L.cols);
     if (most < 1) {
-      L.why_not = "one row spans 2^31 elements or more (the row kernel runs in pieces of whole rows with 32-bit indices)";
+      L.why_not =
+          "one row spans 2^31 elements or more (the row kernel runs in pieces of whole rows with 32-bit indices)";
       return L;
     }
     const std::int64_t pieces = (L.rows + most - 1) / most;

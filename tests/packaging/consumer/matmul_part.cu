@@ -37,7 +37,8 @@ int main() {
   fusex::matmul_options lt;
   lt.path = fusex::matmul_path::cublaslt;  // exercise the cuBLASLt link
   fusex::eval(fusex::make_view(d + 22, {2, 4}),
-              fusex::relu(fusex::linear(fusex::make_view(d, {2, 3}), fusex::make_view(d + 6, {4, 3}), fusex::make_view(d + 18, {4}), lt)),
+              fusex::relu(fusex::linear(fusex::make_view(d, {2, 3}), fusex::make_view(d + 6, {4, 3}),
+                                        fusex::make_view(d + 18, {4}), lt)),
               cudaStream_t{});
   std::vector<float> got(8);
   const cudaError_t err = cudaMemcpy(got.data(), d + 22, 8 * sizeof(float), cudaMemcpyDeviceToHost);

@@ -45,7 +45,7 @@ struct coord {
 
   FUSEX_HD FUSEX_FORCEINLINE Index offset(const Index* stride) const {
     Index off = 0;
-FUSEX_UNROLL
+    FUSEX_UNROLL
     for (int d = 0; d < R; ++d)
       if (R < max_rank || d < rank) off += c[d] * stride[d];
     return off;
@@ -85,11 +85,11 @@ struct leaf_eval {
     if constexpr (V == 1) {
       r.v[0] = p[off];
     } else if (!Dense && inner_stride(c) == 0) {
-FUSEX_UNROLL
+      FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = p[off];
     } else {
       const aligned_vec<T, V> raw = *reinterpret_cast<const aligned_vec<T, V>*>(p + off);
-FUSEX_UNROLL
+      FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = raw.v[l];
     }
     return r;
@@ -114,11 +114,11 @@ FUSEX_UNROLL
       r.v[0] = convert<compute_type>(p[off]);
     } else if (!Dense && inner_stride(c) == 0) {  // broadcast along the vectorised dimension
       const compute_type x = convert<compute_type>(p[off]);
-FUSEX_UNROLL
+      FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = x;
     } else {  // the planner guarantees unit stride and alignment here
       const aligned_vec<T, V> raw = *reinterpret_cast<const aligned_vec<T, V>*>(p + off);
-FUSEX_UNROLL
+      FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(raw.v[l]);
     }
     return r;
@@ -137,7 +137,7 @@ struct scalar_eval {
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx&) const {
     vec<compute_type, V> r;
-FUSEX_UNROLL
+    FUSEX_UNROLL
     for (int l = 0; l < V; ++l) r.v[l] = value;
     return r;
   }
@@ -173,11 +173,12 @@ struct map_eval {
 #pragma nv_exec_check_disable
 #endif
   template <int V, class Index, int R, class Ctx, std::size_t... I>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> apply(const coord<Index, R>& c, const Ctx& ctx, std::index_sequence<I...>) const {
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> apply(const coord<Index, R>& c, const Ctx& ctx,
+                                                        std::index_sequence<I...>) const {
     const cuda::std::tuple<decltype(cuda::std::get<I>(children).template load<V>(c, ctx))...> in{
         cuda::std::get<I>(children).template load<V>(c, ctx)...};
     vec<compute_type, V> r;
-FUSEX_UNROLL
+    FUSEX_UNROLL
     for (int l = 0; l < V; ++l)
       r.v[l] = convert<compute_type>(op(convert<operand_t<I>>(cuda::std::get<I>(in).v[l])...));
     return r;
@@ -244,13 +245,19 @@ struct type_list_add<type_list<Ts...>, T> {
   using type = std::conditional_t<(std::is_same_v<T, Ts> || ...), type_list<Ts...>, type_list<Ts..., T>>;
 };
 template <class E, class L>
-struct leaf_types_into { using type = L; };  // scalars
+struct leaf_types_into {
+  using type = L;
+};  // scalars
 template <class L, class... C>
-struct leaf_types_fold { using type = L; };
+struct leaf_types_fold {
+  using type = L;
+};
 template <class L, class C0, class... C>
 struct leaf_types_fold<L, C0, C...> : leaf_types_fold<typename leaf_types_into<C0, L>::type, C...> {};
 template <class T, class Index, class L>
-struct leaf_types_into<leaf_eval<T, Index>, L> { using type = typename type_list_add<L, std::remove_const_t<T>>::type; };
+struct leaf_types_into<leaf_eval<T, Index>, L> {
+  using type = typename type_list_add<L, std::remove_const_t<T>>::type;
+};
 template <class Op, class... C, class L>
 struct leaf_types_into<map_eval<Op, C...>, L> : leaf_types_fold<L, C...> {};
 template <class Op, class C, class L>
@@ -323,7 +330,7 @@ struct cached_leaf_eval {
   FUSEX_HD FUSEX_FORCEINLINE void fill(const coord<Index, R>& c, Set& set) const {
     if (mode == leaf_cache_owner) {
       const auto raw = leaf.template load_raw<W, Dense>(c);
-FUSEX_UNROLL
+      FUSEX_UNROLL
       for (int l = 0; l < W; ++l) set.template get<raw_type>().v[k].v[l] = convert<compute_type>(raw.v[l]);
     } else if (mode == leaf_prefetch) {
       leaf.prefetch(c);
@@ -409,7 +416,7 @@ FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const c
 // the cached path with the predicted roles as compile-time constants (row_params::static_path).
 
 struct static_leaf {
-  int type;  // index in leaf_types_t
+  int type;     // index in leaf_types_t
   bool usable;  // a fusex dtype (a user type is never cached)
   bool in_reduction;
 };
@@ -482,9 +489,13 @@ struct predicted_cache_modes : std::integral_constant<std::uint64_t, predict_cac
 /// The widest stored element (bytes) of the leaves of an expression node (0 without leaves):
 /// kernels read 16 / widest elements per vector.
 template <class N>
-struct max_leaf_size { static constexpr int value = 0; };
+struct max_leaf_size {
+  static constexpr int value = 0;
+};
 template <class T>
-struct max_leaf_size<leaf_node<T>> { static constexpr int value = sizeof(typename leaf_node<T>::value_type); };
+struct max_leaf_size<leaf_node<T>> {
+  static constexpr int value = sizeof(typename leaf_node<T>::value_type);
+};
 template <class Op, class... A>
 struct max_leaf_size<map_node<Op, A...>> {
   static constexpr int value = [] {
@@ -495,7 +506,9 @@ struct max_leaf_size<map_node<Op, A...>> {
 };
 
 template <class Op, class C>
-struct max_leaf_size<reduce_node<Op, C>> { static constexpr int value = max_leaf_size<C>::value; };
+struct max_leaf_size<reduce_node<Op, C>> {
+  static constexpr int value = max_leaf_size<C>::value;
+};
 
 /// How deeply reductions nest in an evaluator: 0 without reductions; a reduction is one deeper
 /// than its operand. A reduction's *level* is its operand's depth: the row kernel computes all
@@ -504,7 +517,8 @@ struct max_leaf_size<reduce_node<Op, C>> { static constexpr int value = max_leaf
 template <class E>
 struct reduction_depth : std::integral_constant<int, 0> {};
 template <class Op, class... C>
-struct reduction_depth<map_eval<Op, C...>> : std::integral_constant<int, std::max({0, reduction_depth<C>::value...})> {};
+struct reduction_depth<map_eval<Op, C...>> : std::integral_constant<int, std::max({0, reduction_depth<C>::value...})> {
+};
 template <class Op, class C>
 struct reduction_depth<reduce_eval<Op, C>> : std::integral_constant<int, reduction_depth<C>::value + 1> {};
 
@@ -544,7 +558,7 @@ struct out_eval {
       p[off] = convert<T>(x.v[0]);
     } else {
       aligned_vec<T, V> raw;
-FUSEX_UNROLL
+      FUSEX_UNROLL
       for (int l = 0; l < V; ++l) raw.v[l] = convert<T>(x.v[l]);
       *reinterpret_cast<aligned_vec<T, V>*>(p + off) = raw;
     }
@@ -588,9 +602,13 @@ out_eval<T, Index> make_out_evaluator(const view<T>&, const operand_layout& o) {
 template <class Node, class Index>
 struct evaluator_of;
 template <class T, class Index>
-struct evaluator_of<leaf_node<T>, Index> { using type = leaf_eval<typename leaf_node<T>::value_type, Index>; };
+struct evaluator_of<leaf_node<T>, Index> {
+  using type = leaf_eval<typename leaf_node<T>::value_type, Index>;
+};
 template <class T, class Index>
-struct evaluator_of<scalar_node<T>, Index> { using type = scalar_eval<T>; };
+struct evaluator_of<scalar_node<T>, Index> {
+  using type = scalar_eval<T>;
+};
 template <class Op, class Child, class Index>
 struct evaluator_of<reduce_node<Op, Child>, Index> {
   using type = reduce_eval<Op, typename evaluator_of<Child, Index>::type>;
@@ -624,19 +642,23 @@ scalar_eval<T> make_evaluator(const scalar_node<T>& n, leaf_strides_source<Index
   return scalar_eval<T>{n.value};
 }
 template <class Index, class Op, class... Args, std::size_t... I>
-evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, Args...>& n, leaf_strides_source<Index>& src,
+evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, Args...>& n,
+                                                             leaf_strides_source<Index>& src,
                                                              std::index_sequence<I...>);
 template <class Index, class Op, class Child>
-evaluator_t<reduce_node<Op, Child>, Index> make_evaluator(const reduce_node<Op, Child>& n, leaf_strides_source<Index>& src) {
+evaluator_t<reduce_node<Op, Child>, Index> make_evaluator(const reduce_node<Op, Child>& n,
+                                                          leaf_strides_source<Index>& src) {
   auto child = make_evaluator(n.child, src);
   return evaluator_t<reduce_node<Op, Child>, Index>{n.op, child, src.next_slot++};
 }
 template <class Index, class Op, class... Args>
-evaluator_t<map_node<Op, Args...>, Index> make_evaluator(const map_node<Op, Args...>& n, leaf_strides_source<Index>& src) {
+evaluator_t<map_node<Op, Args...>, Index> make_evaluator(const map_node<Op, Args...>& n,
+                                                         leaf_strides_source<Index>& src) {
   return make_map_evaluator(n, src, std::index_sequence_for<Args...>{});
 }
 template <class Index, class Op, class... Args, std::size_t... I>
-evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, Args...>& n, leaf_strides_source<Index>& src,
+evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, Args...>& n,
+                                                             leaf_strides_source<Index>& src,
                                                              std::index_sequence<I...>) {
   // Braced initialisation evaluates left to right, so leaves take their strides in visit order.
   return evaluator_t<map_node<Op, Args...>, Index>{

@@ -86,7 +86,8 @@ class basic_arena : private cache_owner {
     if (!(opts_.growth_ratio >= 0.0)) {
       throw invalid_argument("fusex::arena: growth_ratio must be >= 0, got " + std::to_string(opts_.growth_ratio));
     }
-    if (opts_.max_cached_block_bytes > opts_.thread_cache_bytes) opts_.max_cached_block_bytes = opts_.thread_cache_bytes;
+    if (opts_.max_cached_block_bytes > opts_.thread_cache_bytes)
+      opts_.max_cached_block_bytes = opts_.thread_cache_bytes;
     num_classes_ = opts_.max_cached_block_bytes >= arena_granule ? size_class_of(opts_.max_cached_block_bytes) + 1 : 0;
     eager_ = std::make_unique<pool>();
     eager_->eager = true;
@@ -251,8 +252,9 @@ class basic_arena : private cache_owner {
   void record_stream(void* p, cudaStream_t stream) {
     if (p == nullptr) return;
     if (backend_.is_thread_bound(stream)) {
-      throw invalid_argument("fusex::arena: record_stream with the per-thread default stream: its work cannot be "
-                             "ordered from another thread; use an explicit stream");
+      throw invalid_argument(
+          "fusex::arena: record_stream with the per-thread default stream: its work cannot be "
+          "ordered from another thread; use an explicit stream");
     }
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     block* b = map_.with(a, [](block* x) -> block* {
@@ -274,9 +276,8 @@ class basic_arena : private cache_owner {
   /// True when `p` is the start of a live allocation of this arena.
   bool owns(const void* p) {
     if (p == nullptr) return false;
-    return map_.with(reinterpret_cast<std::uintptr_t>(p), [](block* x) {
-      return x != nullptr && x->state.load(std::memory_order_acquire) == st_live;
-    });
+    return map_.with(reinterpret_cast<std::uintptr_t>(p),
+                     [](block* x) { return x != nullptr && x->state.load(std::memory_order_acquire) == st_live; });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -302,7 +303,8 @@ class basic_arena : private cache_owner {
     const std::size_t live = live_allocations_locked();
     if (live != 0 || !private_.empty()) {
       throw error("fusex::arena: release() with " + std::to_string(live) + " live allocation(s) and " +
-                  std::to_string(private_.size()) + " graph-private pool(s); free them first (trim() returns "
+                  std::to_string(private_.size()) +
+                  " graph-private pool(s); free them first (trim() returns "
                   "what is unused)");
     }
     trim_locked(0);
@@ -352,7 +354,8 @@ class basic_arena : private cache_owner {
     s.bytes_in_use = in_use > 0 ? static_cast<std::size_t>(in_use) : 0;
     const std::int64_t peak = peak_in_use_.load(std::memory_order_relaxed);
     s.peak_bytes_in_use = std::max(s.bytes_in_use, peak > 0 ? static_cast<std::size_t>(peak) : std::size_t{0});
-    s.allocations_in_use = s.allocations > s.deallocations ? static_cast<std::size_t>(s.allocations - s.deallocations) : 0;
+    s.allocations_in_use =
+        s.allocations > s.deallocations ? static_cast<std::size_t>(s.allocations - s.deallocations) : 0;
     s.bytes_reserved = reserved_;
     s.peak_bytes_reserved = peak_reserved_;
     s.chunks = chunks_.size();
@@ -390,8 +393,9 @@ class basic_arena : private cache_owner {
     check_pool_stream(stream, "make_private_pool");
     std::lock_guard<std::mutex> lock(mu_);
     if (backend_.capture_status(stream).active) {
-      throw error("fusex::arena: make_private_pool on a stream that is being captured; make the pool before "
-                  "cudaStreamBeginCapture");
+      throw error(
+          "fusex::arena: make_private_pool on a stream that is being captured; make the pool before "
+          "cudaStreamBeginCapture");
     }
     auto owned = std::make_unique<pool>();
     pool* p = owned.get();
@@ -429,8 +433,9 @@ class basic_arena : private cache_owner {
     std::lock_guard<std::mutex> lock(mu_);
     if (p->capturing) throw error("fusex::arena: begin_private_pool: the pool is already capturing");
     if (backend_.capture_status(origin).active) {
-      throw error("fusex::arena: begin_private_pool on a stream that is already being captured; call it before "
-                  "cudaStreamBeginCapture");
+      throw error(
+          "fusex::arena: begin_private_pool on a stream that is already being captured; call it before "
+          "cudaStreamBeginCapture");
     }
     // Pre-capture frees on the origin stay usable by other streams during the capture without
     // recording on the captured stream: cover them with one record now.
@@ -444,8 +449,9 @@ class basic_arena : private cache_owner {
     for (block* b : all)
       for (const dep& d : b->deps)
         if (!ensure_recorded(d)) {
-          throw error("fusex::arena: begin_private_pool: memory of the pool was last used on a stream that is "
-                      "being captured now");
+          throw error(
+              "fusex::arena: begin_private_pool: memory of the pool was last used on a stream that is "
+              "being captured now");
         }
     for (block* b : all)
       for (const dep& d : b->deps) wait_for(so, d);
@@ -547,15 +553,15 @@ class basic_arena : private cache_owner {
     chunk* ch = nullptr;
     std::atomic<std::uint8_t> state{st_spare};
     std::atomic<bool> has_uses{false};
-    stream_state* home = nullptr;         // free: the stream whose index holds it (null: neutral)
-    free_index<block>* idx = nullptr;     // free: that index
-    std::vector<dep> deps;                // free: points other streams must wait for
-    std::vector<stream_state*> uses;      // live: streams given to record_stream
+    stream_state* home = nullptr;      // free: the stream whose index holds it (null: neutral)
+    free_index<block>* idx = nullptr;  // free: that index
+    std::vector<dep> deps;             // free: points other streams must wait for
+    std::vector<stream_state*> uses;   // live: streams given to record_stream
     block* next_free = nullptr;
     block* prev_free = nullptr;
     std::uint32_t bin = 0;
-    std::size_t requested = 0;            // live: bytes asked for
-    std::size_t alignment = 0;            // live: alignment asked for
+    std::size_t requested = 0;  // live: bytes asked for
+    std::size_t alignment = 0;  // live: alignment asked for
   };
   using index_type = free_index<block>;
 
@@ -577,7 +583,7 @@ class basic_arena : private cache_owner {
     std::uint64_t counter = 0;   // sequence number of the latest dependency made on this stream
     std::uint64_t recorded = 0;  // `counter` when the event was last recorded: it covers up to here
     std::vector<std::pair<std::uint64_t, std::uint64_t>> waited;  // {stream id, covered seq}
-    std::size_t refs = 0;        // dependencies and record_stream marks that name this stream
+    std::size_t refs = 0;  // dependencies and record_stream marks that name this stream
   };
 
   struct pool {
@@ -666,8 +672,9 @@ class basic_arena : private cache_owner {
     const std::string call = "fusex::arena: deallocate_async(" + format_pointer(p) + ", " + std::to_string(bytes) +
                              " bytes, alignment " + std::to_string(alignment) + "): ";
     if (!found) {
-      throw invalid_argument(call + "the pointer was not allocated by this arena (or is not the start of an "
-                                    "allocation)");
+      throw invalid_argument(call +
+                             "the pointer was not allocated by this arena (or is not the start of an "
+                             "allocation)");
     }
     if (seen == st_freeing) throw invalid_argument(call + "the pointer is being freed by another thread (double free)");
     throw invalid_argument(call + "double free: the memory was already deallocated");
@@ -689,8 +696,7 @@ class basic_arena : private cache_owner {
     const std::int64_t now = in_use_.fetch_add(delta, std::memory_order_relaxed) + delta;
     if (delta > 0) {
       std::int64_t peak = peak_in_use_.load(std::memory_order_relaxed);
-      while (now > peak && !peak_in_use_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-      }
+      while (now > peak && !peak_in_use_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
     }
   }
   // Called after the cache's bytes were updated. A rise is published once it reaches the batch; a
@@ -1188,8 +1194,7 @@ class basic_arena : private cache_owner {
 
   // Gets a chunk of `bytes` from upstream for `p`, its block free in the index of `home`, usable
   // on `stream` at once and elsewhere after `stream`'s current work. Returns the upstream error.
-  cudaError_t add_chunk(pool& p, std::size_t bytes, cudaStream_t stream, stream_state* home,
-                        block** out = nullptr) {
+  cudaError_t add_chunk(pool& p, std::size_t bytes, cudaStream_t stream, stream_state* home, block** out = nullptr) {
     if (opts_.max_reserved_bytes != 0 && reserved_ + bytes > opts_.max_reserved_bytes) return cudaErrorMemoryAllocation;
     std::uintptr_t addr = 0;
     const cudaError_t err = backend_.allocate_chunk(addr, bytes, stream);
@@ -1287,19 +1292,18 @@ class basic_arena : private cache_owner {
     const std::int64_t in_use = std::max<std::int64_t>(0, in_use_.load(std::memory_order_relaxed));
     std::string upstream;
     if (opts_.max_reserved_bytes != 0 && reserved_ + chunk_bytes > opts_.max_reserved_bytes) {
-      upstream = "the arena's max_reserved_bytes limit of " + format_bytes(opts_.max_reserved_bytes) +
-                 " would be exceeded";
+      upstream =
+          "the arena's max_reserved_bytes limit of " + format_bytes(opts_.max_reserved_bytes) + " would be exceeded";
     } else {
       upstream = std::string(backend_.upstream_name()) + " failed with " + backend_.error_string(err);
     }
     throw bad_alloc("fusex::arena: out of memory: cannot allocate " + format_bytes(bytes) + " (alignment " +
-                        std::to_string(alignment) + ") on stream " + format_pointer(stream) +
-                        ": a new chunk of " + format_bytes(chunk_bytes) + " was refused: " + upstream +
-                        ". Arena state: " + format_bytes(reserved_) + " reserved in " +
-                        std::to_string(chunks_.size()) + " chunk(s), " + format_bytes(static_cast<std::size_t>(in_use)) +
-                        " in use (peak " + format_bytes(static_cast<std::size_t>(peak_in_use_.load())) + "), " +
-                        format_bytes(free_bytes) + " free (largest free block " + format_bytes(largest) + "), " +
-                        std::to_string(private_.size()) +
+                        std::to_string(alignment) + ") on stream " + format_pointer(stream) + ": a new chunk of " +
+                        format_bytes(chunk_bytes) + " was refused: " + upstream +
+                        ". Arena state: " + format_bytes(reserved_) + " reserved in " + std::to_string(chunks_.size()) +
+                        " chunk(s), " + format_bytes(static_cast<std::size_t>(in_use)) + " in use (peak " +
+                        format_bytes(static_cast<std::size_t>(peak_in_use_.load())) + "), " + format_bytes(free_bytes) +
+                        " free (largest free block " + format_bytes(largest) + "), " + std::to_string(private_.size()) +
                         " graph-private pool(s). Unused chunks were returned first; no live allocation was "
                         "touched and the arena remains usable.",
                     bytes, err);
@@ -1426,8 +1430,8 @@ class basic_arena : private cache_owner {
       if (p == nullptr) {
         b->state.store(st_live, std::memory_order_release);
         throw error("fusex::arena: deallocate_async(" + format_pointer(reinterpret_cast<void*>(b->addr)) +
-                    ") on stream " + format_pointer(stream) + ", which is being captured into a CUDA graph (capture id " +
-                    std::to_string(cap.id) +
+                    ") on stream " + format_pointer(stream) +
+                    ", which is being captured into a CUDA graph (capture id " + std::to_string(cap.id) +
                     "), without a graph-private pool. Rule: memory freed inside a capture may still be used by "
                     "the graph's replays, so a graph-private pool must keep it for as long as the graph lives. "
                     "Call arena::begin_private_pool(origin stream) before cudaStreamBeginCapture.");
@@ -1487,7 +1491,8 @@ class basic_arena : private cache_owner {
   // Private pools (called through basic_private_pool).
 
   static pool* pool_of(private_pool& h, const char* call) {
-    if (h.p_ == nullptr) throw invalid_argument(std::string("fusex::arena: ") + call + " with an empty private_pool handle");
+    if (h.p_ == nullptr)
+      throw invalid_argument(std::string("fusex::arena: ") + call + " with an empty private_pool handle");
     return static_cast<pool*>(h.p_);
   }
 
@@ -1545,8 +1550,9 @@ class basic_arena : private cache_owner {
     auto* p = static_cast<pool*>(handle);
     std::lock_guard<std::mutex> lock(mu_);
     if (p->capturing || backend_.capture_status(stream).active) {
-      throw error("fusex::arena: private_pool::reserve during a capture: a pool never grows while a stream is "
-                  "captured; reserve before cudaStreamBeginCapture");
+      throw error(
+          "fusex::arena: private_pool::reserve during a capture: a pool never grows while a stream is "
+          "captured; reserve before cudaStreamBeginCapture");
     }
     if (bytes != 0) pool_grow_locked(*p, bytes, stream);
   }
@@ -1669,7 +1675,8 @@ template <class Arena>
 class basic_private_pool {
  public:
   basic_private_pool() noexcept = default;
-  basic_private_pool(basic_private_pool&& o) noexcept : a_(std::exchange(o.a_, nullptr)), p_(std::exchange(o.p_, nullptr)) {}
+  basic_private_pool(basic_private_pool&& o) noexcept
+      : a_(std::exchange(o.a_, nullptr)), p_(std::exchange(o.p_, nullptr)) {}
   basic_private_pool& operator=(basic_private_pool&& o) noexcept {
     if (this != &o) {
       reset_noexcept();

@@ -51,7 +51,8 @@ class cuda_backend {
       (void)cudaGetLastError();
       return e;
     }
-    if (upstream_ == arena_upstream::async_pool) cuda_check(e, "cudaMallocAsync(&p, bytes, stream)", __FILE__, __LINE__);
+    if (upstream_ == arena_upstream::async_pool)
+      cuda_check(e, "cudaMallocAsync(&p, bytes, stream)", __FILE__, __LINE__);
     else cuda_check(e, "cudaMalloc(&p, bytes)", __FILE__, __LINE__);
     out = reinterpret_cast<std::uintptr_t>(p);
     return cudaSuccess;

@@ -34,7 +34,10 @@ class free_index {
   static constexpr int fl_count = 64 - arena_granule_log2;
   static constexpr int bin_count = fl_count * sl_count;
 
-  free_index() { heads_.fill(nullptr); sl_bitmap_.fill(0); }
+  free_index() {
+    heads_.fill(nullptr);
+    sl_bitmap_.fill(0);
+  }
   free_index(const free_index&) = delete;
   free_index& operator=(const free_index&) = delete;
 
