@@ -28,7 +28,8 @@
 #   SAN_TIMEOUT  seconds per sanitizer run (default 420)     STRESS_SECONDS (default 60)
 #   NO_STRESS=1  sanitizers only (no stress, no large)
 #   ONLY         regex of test names to run (default: all)
-#   SKIP         regex of test names not to run (default: none); the summary lists them as not run
+#   SKIP         regex of test names not to run (default: none): each one left out fails the run
+#                (exit 1) and is named in the summary, so a partial run never reads as clean
 #   DRY_RUN=1    print the runs (tool, test, environment, command) and exit 0; builds nothing
 # Also packs $OUT/gpu_gates.tar.gz after each step.
 # Testing this script without a GPU: GPU_GATES_PATH_FIRST=DIR puts DIR first on PATH (a fake
