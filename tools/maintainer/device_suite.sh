@@ -13,7 +13,8 @@
 # With MUTATIONS=1 it also builds a copy of the tree with three deliberate bugs (softmax * 0,
 # layer_norm with the sample variance, isinf always true) and runs test_reduce_gpu and
 # test_elementwise_gpu there: each must fail.
-# Logs: /tmp/suite (ctest-*.log, build-*.log, steps.log, small_m-*, out/gpu_gates, out/matmul/gpu_gates),
+# Logs: /tmp/suite (ctest-*.log, build-*.log, steps.log, matmul-phases.csv, matmul-ps.log,
+# out/gpu_gates, out/matmul/gpu_gates),
 # packed by `wait` as $OUT/suite.tar.gz.
 # Usage: tools/maintainer/device_suite.sh start | wait SECONDS (prints progress, packs $OUT)
 set -uo pipefail
@@ -37,7 +38,7 @@ if [ "${1:-}" = wait ]; then
   cat $L/steps.log
   grep -E "FAILED:|error:" $L/build-*.log | head -10
   tail -n 30 $L/out/gpu_gates/summary.txt $L/out/matmul/gpu_gates/summary.txt 2>/dev/null
-  tail -n 5 $L/small_m-ps.log 2>/dev/null
+  tail -n 5 $L/matmul-ps.log 2>/dev/null
   for f in $L/ctest-*.log; do [ -e "$f" ] && { echo "== $f"; grep -E "tests passed|Failed|\*\*\*|Not Run|exit" "$f" | tail -25; }; done
   mkdir -p "$OUT" && tar -czf "$OUT/suite.tar.gz" -C $L . 2>/dev/null; true
 fi
