@@ -2,19 +2,20 @@
 # One device session's GPU evidence for a commit, started in the background (setsid) so that it
 # outlives a call:
 #   1. builds build/gpu-gates: Release (NDEBUG), everything the gates need (FUSEX_GPU_GATES=ON)
-#      but test_matmul_gpu, which then builds on its own while its slow TU is timed and watched;
+#      but test_matmul_gpu, which comes built from the CPU machine in .carry/
+#      (tools/maintainer/build_carried_matmul.sh; carry [".debs", ".carry"]), while its small-M TU,
+#      20+ minutes with the device's g++ 13, is compiled beside the gates with its phases timed;
 #   2. runs tools/ci/gpu_gates.sh on it (compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #      over every GPU test in both launch paths, then the stress and >2^31-element tests) while
 #      build/gpu-asserts (Release flags without -DNDEBUG: the arena's thorough checks on, as in
 #      CMake's default build type) builds beside it at a lower priority;
-#   3. then, with the GPU to itself, `ctest -L gpu` (both launch paths) in each build, and
-#      test_matmul_gpu's ctest and gates once it is built (out/matmul/gpu_gates).
+#   3. then, with the GPU to itself, `ctest -L gpu` (both launch paths) in each build.
 # The steps are tools/maintainer/device_suite_run.sh.
 # With MUTATIONS=1 it also builds a copy of the tree with three deliberate bugs (softmax * 0,
 # layer_norm with the sample variance, isinf always true) and runs test_reduce_gpu and
 # test_elementwise_gpu there: each must fail.
-# Logs: /tmp/suite (ctest-*.log, build-*.log, steps.log, matmul-phases.csv, matmul-ps.log,
-# out/gpu_gates, out/matmul/gpu_gates),
+# Logs: /tmp/suite (ctest-*.log, build-*.log, steps.log, out/gpu_gates, and the small-M compile's
+# matmul-phases.csv, small_m-*.log/txt),
 # packed by `wait` as $OUT/suite.tar.gz.
 # Usage: tools/maintainer/device_suite.sh start | wait SECONDS (prints progress, packs $OUT)
 set -uo pipefail
@@ -38,7 +39,8 @@ if [ "${1:-}" = wait ]; then
   cat $L/steps.log
   grep -E "FAILED:|error:" $L/build-*.log | head -10
   tail -n 30 $L/out/gpu_gates/summary.txt $L/out/matmul/gpu_gates/summary.txt 2>/dev/null
-  tail -n 5 $L/matmul-ps.log 2>/dev/null
+  cat $L/matmul-phases.csv $L/small_m-gcc.txt 2>/dev/null | cut -c1-200
+  tail -c 1500 $L/small_m-Q.log 2>/dev/null; echo
   for f in $L/ctest-*.log; do [ -e "$f" ] && { echo "== $f"; grep -E "tests passed|Failed|\*\*\*|Not Run|exit" "$f" | tail -25; }; done
   mkdir -p "$OUT" && tar -czf "$OUT/suite.tar.gz" -C $L . 2>/dev/null; true
 fi

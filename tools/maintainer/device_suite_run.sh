@@ -8,8 +8,8 @@ export CMAKE_PREFIX_PATH=/tmp/prefix/usr PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/tmp/prefix/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64
 stamp() { echo "[$(date +%T)] $*" >> "$L/steps.log"; }
 # Every program but test_matmul_gpu: its small-M TU ran past 20 minutes on the device (gcc 13.3
-# as nvcc's host compiler; about 2 minutes with gcc 12 on the CPU machine), so it builds on its
-# own, timed per nvcc phase and watched with ps while the rest is gated.
+# as nvcc's host compiler; about 2 minutes with gcc 12 on the CPU machine), so test_matmul_gpu comes
+# built from the CPU machine (.carry/) while that TU's compile here is diagnosed beside the gates.
 targets() {
   ninja -C "$1" -t targets all | grep -oE '^[a-z][a-z0-9_-]*: phony' | cut -d: -f1 |
     grep -vE '^(all|test|install|edit_cache|rebuild_cache|list_install_components|test_matmul_gpu|docs|cmake_.*)$'
@@ -19,44 +19,57 @@ cmake -S . -B build/gpu-gates -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEX_GPU_GA
 # shellcheck disable=SC2046
 cmake --build build/gpu-gates -j 16 --target $(targets build/gpu-gates) -- -k 0 >> "$L/build-rel.log" 2>&1
 stamp "rel build (all but test_matmul_gpu) exit $?"
+# test_matmul_gpu built on the CPU machine from the same tree (tools/maintainer/build_carried_matmul.sh),
+# carried in .carry/: the gates and ctest then cover it too.
+carried() {  # carried CONFIG BUILD_DIR
+  [ -x ".carry/$1/test_matmul_gpu" ] || return 1
+  install -D -m 755 ".carry/$1/test_matmul_gpu" "$2/tests/matmul/test_matmul_gpu"
+  stamp "test_matmul_gpu ($1) carried from the CPU machine: $(cat ".carry/$1/built-by" 2>/dev/null)"
+}
+skip='^test_matmul_gpu'
+carried rel build/gpu-gates && skip=
 (
-  # The build itself is what is watched (no second compile of the TU): NVCC_APPEND_FLAGS adds
-  # --time to each of test_matmul_gpu's nvcc runs (one CSV row per phase, named by source file).
-  NVCC_APPEND_FLAGS="--time $L/matmul-phases.csv" timeout 1500 \
-    cmake --build build/gpu-gates -j 4 --target test_matmul_gpu >> "$L/build-rel.log" 2>&1 &
-  pid=$!
-  while kill -0 $pid 2> /dev/null; do
-    { date +%T; ps -eo etime,time,args --sort=-time | head -4 | cut -c1-300; } >> "$L/matmul-ps.log"
-    sleep 30
-  done
-  wait $pid
-  stamp "test_matmul_gpu build exit $?"
+  # Why the small-M TU compiles for 20+ minutes here (2 minutes with g++ 12 on the CPU machine):
+  # the TU's own nvcc command with --time (one CSV row per phase) and -keep; once the host compile
+  # starts (fatbin.c written), the same host gcc line again with -Q, each chunk of its function
+  # names time-stamped as it arrives, so the last names logged are the ones being compiled.
+  obj=tests/matmul/CMakeFiles/test_matmul_gpu.dir/test_matmul_small_m_gpu.cu.o
+  cmd=$(ninja -C build/gpu-gates -t commands "$obj" | tail -1 | sed "s# -o $obj\$##")
+  mkdir -p /tmp/keep
+  gcc --version | head -1 > "$L/small_m-gcc.txt"
+  (cd build/gpu-gates && eval "timeout 1500 nice -n 5 $cmd -keep -keep-dir /tmp/keep --time $L/matmul-phases.csv -o /tmp/keep/x.o" \
+    > "$L/small_m-nvcc.log" 2>&1; echo "nvcc exit $?" >> "$L/small_m-nvcc.log"; stamp "small_m nvcc done") &
+  host=$(cd build/gpu-gates && eval "$cmd -keep -keep-dir /tmp/keep -dryrun -o /tmp/keep/q.o" 2>&1 | grep -E '^#\$ gcc .* -c .*cudafe1\.cpp' | sed 's/^#\$ //')
+  echo "$host" > "$L/small_m-host-cmd.txt"
+  for _ in $(seq 150); do ls /tmp/keep/*.fatbin.c > /dev/null 2>&1 && break; sleep 5; done
+  stamp "small_m host compile starts"
+  (cd build/gpu-gates && eval "timeout 1200 nice -n 5 $host -Q -ftime-report" 2>&1 | python3 -u -c '
+import os, sys, time
+t0 = time.time()
+while True:
+    d = os.read(0, 65536)
+    if not d: break
+    sys.stdout.write("%.1f\t%s\n" % (time.time() - t0, d.decode(errors="replace").replace("\n", " ")[:2000]))
+' > "$L/small_m-Q.log"; stamp "small_m -Q done")
+  wait
 ) &
-matmul_build=$!
+diag=$!
 cmake -S . -B build/gpu-asserts -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS_RELEASE=-O3 \
   -DCMAKE_CXX_FLAGS_RELEASE=-O3 -DFUSEX_GPU_GATES=ON > "$L/build-asserts.log" 2>&1
 # shellcheck disable=SC2046
 (nice -n 10 cmake --build build/gpu-asserts -j 8 --target $(targets build/gpu-asserts) -- -k 0 \
   >> "$L/build-asserts.log" 2>&1; stamp "asserts build (all but test_matmul_gpu) exit $?") &
 asserts_build=$!
-BUILD_DIR=build/gpu-gates SKIP='^test_matmul_gpu' STRESS_SECONDS=${STRESS_SECONDS:-30} tools/ci/gpu_gates.sh \
+BUILD_DIR=build/gpu-gates SKIP=$skip STRESS_SECONDS=${STRESS_SECONDS:-30} tools/ci/gpu_gates.sh \
   > "$L/gates.log" 2>&1
-stamp "gates (all but test_matmul_gpu) exit $?"
+stamp "gates exit $? (SKIP='$skip')"
 wait $asserts_build
-(cd build/gpu-gates && ctest -L gpu -E '^test_matmul_gpu' -j 4 --timeout 300 --output-on-failure > "$L/ctest-rel.log" 2>&1
-  echo "ctest exit $?" >> "$L/ctest-rel.log")
-stamp "ctest rel (all but test_matmul_gpu) done"
-(cd build/gpu-asserts && ctest -L gpu -E '^test_matmul_gpu' -j 4 --timeout 300 --output-on-failure \
-  > "$L/ctest-asserts.log" 2>&1; echo "ctest exit $?" >> "$L/ctest-asserts.log")
-stamp "ctest asserts (all but test_matmul_gpu) done"
-wait $matmul_build
-if [ -x build/gpu-gates/tests/matmul/test_matmul_gpu ]; then
-  (cd build/gpu-gates && ctest -R '^test_matmul_gpu' --timeout 300 --output-on-failure > "$L/ctest-rel-matmul.log" 2>&1
-    echo "ctest exit $?" >> "$L/ctest-rel-matmul.log")
-  OUT=$OUT/matmul BUILD_DIR=build/gpu-gates ONLY='^test_matmul_gpu' NO_STRESS=1 tools/ci/gpu_gates.sh \
-    > "$L/gates-matmul.log" 2>&1
-  stamp "ctest + gates test_matmul_gpu exit $?"
-fi
+carried asserts build/gpu-asserts
+for b in rel:gpu-gates asserts:gpu-asserts; do
+  (cd "build/${b#*:}" && ctest -L gpu -j 4 --timeout 300 --output-on-failure > "$L/ctest-${b%%:*}.log" 2>&1
+    echo "ctest exit $?" >> "$L/ctest-${b%%:*}.log")
+  stamp "ctest ${b%%:*} done"
+done
 if [ -n "${MUTATIONS:-}" ]; then
   rm -rf /tmp/mut && mkdir -p /tmp/mut
   tar --exclude=./build --exclude=./.debs --exclude=./.git -cf - . | tar -xf - -C /tmp/mut
@@ -73,4 +86,4 @@ if [ -n "${MUTATIONS:-}" ]; then
     echo "ctest exit $?" >> "$L/ctest-mut.log")
   stamp "mutations done"
 fi
-stamp end
+stamp "end (small_m diagnosis still running: $(kill -0 $diag 2>/dev/null && echo yes || echo no))"
