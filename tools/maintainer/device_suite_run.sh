@@ -77,9 +77,12 @@ if [ -n "${MUTATIONS:-}" ]; then
   sed -i 's/return exp(x - logsumexp(x, axis, keepdim));/return exp(x - logsumexp(x, axis, keepdim)) * 0;/' \
     include/fusex/expr/reduce.hpp
   sed -i 's/var(x, -1, 0.0, keepdim)/var(x, -1, 1.0, keepdim)/' include/fusex/expr/reduce.hpp
-  sed -i '/struct isinf : predicate_op/,/^};/ s/if constexpr (std::is_floating_point_v<C>) return a == .*;/if constexpr (std::is_floating_point_v<C>) return true;/' \
-    include/fusex/expr/ops.hpp
+  # (clang-format put isinf's floating-point return on a line of its own: ec6f459.)
+  sed -i '/struct isinf : predicate_op/,/^};/ s/return a == .*;/return true;/' include/fusex/expr/ops.hpp
   diff -r "$root/include" include > "$L/mutations.txt"
+  # Each mutation must have applied: a pattern that no longer matches would test nothing.
+  n=$(grep -c '^>' "$L/mutations.txt")
+  [ "$n" = 3 ] || echo "mutations: $n changed lines, expected 3: a pattern no longer matches" | tee -a "$L/mutations.txt"
   cmake -S . -B /tmp/b/mut -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSEX_BUILD_EXAMPLES=OFF > "$L/build-mut.log" 2>&1
   ninja -C /tmp/b/mut test_reduce_gpu test_elementwise_gpu >> "$L/build-mut.log" 2>&1
   (cd /tmp/b/mut && ctest -R '^test_(reduce|elementwise)_gpu' -j 4 --timeout 300 > "$L/ctest-mut.log" 2>&1
