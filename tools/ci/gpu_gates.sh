@@ -7,6 +7,8 @@
 #      run bounded by SAN_TIMEOUT seconds, and summarises the reports per tool;
 #   3. runs the allocator + graph stress test (label stress, STRESS_SECONDS, default 60);
 #   4. runs the >2^31-element tests (label large, both launch paths).
+#   A stress or large run still going after 540 s (of its 600) is taken as hung: its threads' stacks
+#   (cuda-gdb attached) and the machine's state go to <test>.hang.txt before the timeout kills it.
 # A gate that does not run is not a gate that passed: a test that exits 77 (skipped: no usable GPU,
 # or not enough free memory) FAILS the gate, and the summary says why.
 # Logs go to $OUT/gpu_gates/ (OUT defaults to /tmp/out): summary.txt is the table to copy into
@@ -232,12 +234,41 @@ if [ -z "$DRY_RUN" ]; then
 fi
 
 # The stress and large tests, run as CTest would (environment included); exit 77 fails here too.
+descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
+# dump_hang NAME PID: every thread's stack of each process under PID (cuda-gdb: the GPU machine has
+# no gdb) and the machine's state, into $log/NAME.hang.txt.
+dump_hang() {
+  local out="$log/$1.hang.txt" p
+  stamp "$1: still running after 540 s: stacks and machine state into $1.hang.txt"
+  {
+    date
+    for p in $(descendants "$2"); do
+      echo "== process $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2> /dev/null)"
+      case $(cat "/proc/$p/comm" 2> /dev/null) in bash | timeout | env) continue ;; esac
+      grep -E '^(State|Threads|VmRSS)' "/proc/$p/status" 2> /dev/null
+      timeout 60 cuda-gdb -p "$p" -batch -ex "info threads" -ex "thread apply all bt 30" 2>&1 | tail -n 400
+    done
+    echo "== nvidia-smi"; nvidia-smi 2>&1 | head -30
+    echo "== free -m"; free -m
+    echo "== top"; top -bn1 | head -20
+    echo "== dmesg"; dmesg 2>&1 | tail -n 30
+  } > "$out" 2>&1
+}
 run_gate() {  # run_gate label test-line
   local label=$1 name cmd rc
   IFS=$'\t' read -r name _ _ cmd <<< "$2"
   if [ -n "$DRY_RUN" ]; then printf '%-10s %-32s %s\n' "$label" "$name" "$cmd"; return; fi
   stamp "$label: $name"
-  (export FUSEX_STRESS_SECONDS=$STRESS_SECONDS; timeout -k 10 600 bash -c "$cmd") > "$log/$name.log" 2>&1
+  (export FUSEX_STRESS_SECONDS=$STRESS_SECONDS; exec timeout -k 10 600 bash -c "$cmd") > "$log/$name.log" 2>&1 &
+  local pid=$! waited=0
+  # A run still going after 540 s (the stress test runs STRESS_SECONDS) is hung: record where
+  # before the timeout kills it.
+  while kill -0 "$pid" 2> /dev/null; do
+    sleep 5
+    waited=$((waited + 5))
+    [ $waited -eq 540 ] && dump_hang "$name" "$pid"
+  done
+  wait "$pid"
   rc=$?
   case $rc in
     0) echo "$label $name: passed; $(grep -hoE 'stress: .*|All tests passed.*' "$log/$name.log" | tail -1)" >> "$summary" ;;
