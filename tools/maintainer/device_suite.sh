@@ -40,7 +40,7 @@ if [ "${1:-}" = wait ]; then
   grep -E "FAILED:|error:" $L/build-*.log | head -10
   tail -n 30 $L/out/gpu_gates/summary.txt $L/out/matmul/gpu_gates/summary.txt 2>/dev/null
   cat $L/matmul-phases.csv $L/small_m-gcc.txt 2>/dev/null | cut -c1-200
-  tail -c 1500 $L/small_m-Q.log 2>/dev/null; echo
+  tail -n 12 $L/small_m-ps.log 2>/dev/null
   for f in $L/ctest-*.log; do [ -e "$f" ] && { echo "== $f"; grep -E "tests passed|Failed|\*\*\*|Not Run|exit" "$f" | tail -25; }; done
   mkdir -p "$OUT" && tar -czf "$OUT/suite.tar.gz" -C $L . 2>/dev/null; true
 fi
