@@ -27,12 +27,13 @@ if [ "${1:-}" = start ]; then
   for f in .debs/*.deb; do dpkg -x "$f" /tmp/prefix; done
   # The gates write under /tmp/suite/out: each device call has an $OUT of its own, so `wait` packs
   # the whole of /tmp/suite into the $OUT of its call.
+  # shellcheck disable=SC2097,SC2098  # OUT is meant to be the outer $L/out
   L=$L OUT=$L/out setsid bash tools/maintainer/device_suite_run.sh > $L/run.out 2>&1 < /dev/null &
   sleep 2; echo started
 fi
 if [ "${1:-}" = wait ]; then
   end=$(( $(date +%s) + ${2:-500} ))
-  while [ $(date +%s) -lt $end ]; do
+  while [ "$(date +%s)" -lt "$end" ]; do
     grep -q "] end" $L/steps.log 2>/dev/null && break
     sleep 10
   done
