@@ -103,7 +103,7 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
 template <class Index, class PE, class... T, class... E, std::size_t... I>
 auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, const E&... exprs) {
   leaf_strides_source<Index> src{pe.ops.data() + sizeof...(T), 0};
-  using result = cuda::std::tuple<assignment<out_eval<T, Index>, evaluator_t<E, Index>>...>;
+  using result = fusex::detail::tuple<assignment<out_eval<T, Index>, evaluator_t<E, Index>>...>;
   // Braced initialisation runs left to right: expressions take their leaves in order.
   return result{assignment<out_eval<T, Index>, evaluator_t<E, Index>>{
       make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), make_evaluator(exprs, src)}...};
@@ -306,7 +306,7 @@ void describe_node(const map_node<Op, A...>& n, std::string& out, int depth, con
 template <class Op, class... A, std::size_t... I>
 void describe_children(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
                        const elementwise_layout& L, std::index_sequence<I...>) {
-  (describe_node(cuda::std::get<I>(n.args), out, depth, leaf, L), ...);
+  (describe_node(fusex::detail::get<I>(n.args), out, depth, leaf, L), ...);
 }
 
 template <class... T, class... E>

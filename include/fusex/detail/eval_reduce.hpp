@@ -42,7 +42,7 @@ void collect_reductions(const reduce_node<Op, C>& n, std::vector<reduction_info>
 }
 template <class Op, class... A, std::size_t... I>
 void collect_map_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out, std::index_sequence<I...>) {
-  (collect_reductions(cuda::std::get<I>(n.args), out), ...);
+  (collect_reductions(fusex::detail::get<I>(n.args), out), ...);
 }
 template <class Op, class... A>
 void collect_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out) {
@@ -89,7 +89,7 @@ materialized_t<map_node<Op, A...>> materialize(const map_node<Op, A...>& n, R& r
 template <class R, class Op, class... A, std::size_t... I>
 materialized_t<map_node<Op, A...>> materialize_map(const map_node<Op, A...>& n, R& r, std::index_sequence<I...>) {
   // Braced initialisation: children are materialised left to right.
-  return materialized_t<map_node<Op, A...>>{n.op, materialize(cuda::std::get<I>(n.args), r)...};
+  return materialized_t<map_node<Op, A...>>{n.op, materialize(fusex::detail::get<I>(n.args), r)...};
 }
 
 // Kept and reduced dimensions of an operand shape.

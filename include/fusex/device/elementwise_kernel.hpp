@@ -11,7 +11,7 @@
 #include <fusex/expr/detail/evaluator.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
-#include <cuda/std/tuple>
+#include <fusex/core/detail/tuple.hpp>
 
 #include <cstddef>
 #include <utility>
@@ -79,7 +79,7 @@ template <int V, int U, int R, class Index, class Assignments, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const elementwise_params<Index>& p, Index first,
                                               Index step, Index limit, std::index_sequence<I...>) {
   using results =
-      cuda::std::tuple<vec<typename cuda::std::tuple_element_t<I, Assignments>::expr_type::compute_type, V>...>;
+      fusex::detail::tuple<vec<typename fusex::detail::tuple_element_t<I, Assignments>::expr_type::compute_type, V>...>;
   coord<Index, R> c[U];
   results r[U];
   bool ok[U];
@@ -88,10 +88,11 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
       c[u] = work_coord<V, R>(p, first + static_cast<Index>(u) * step);
-      r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
+      r[u] = results{fusex::detail::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
     FUSEX_UNROLL
-    for (int u = 0; u < U; ++u) (cuda::std::get<I>(as).out.template store<V>(c[u], cuda::std::get<I>(r[u])), ...);
+    for (int u = 0; u < U; ++u)
+      (fusex::detail::get<I>(as).out.template store<V>(c[u], fusex::detail::get<I>(r[u])), ...);
     return;
   }
   FUSEX_UNROLL
@@ -100,12 +101,12 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
     ok[u] = w < limit;
     if (ok[u]) {
       c[u] = work_coord<V, R>(p, w);
-      r[u] = results{cuda::std::get<I>(as).expr.template load<V>(c[u], no_context{})...};
+      r[u] = results{fusex::detail::get<I>(as).expr.template load<V>(c[u], no_context{})...};
     }
   }
   FUSEX_UNROLL
   for (int u = 0; u < U; ++u) {
-    if (ok[u]) (cuda::std::get<I>(as).out.template store<V>(c[u], cuda::std::get<I>(r[u])), ...);
+    if (ok[u]) (fusex::detail::get<I>(as).out.template store<V>(c[u], fusex::detail::get<I>(r[u])), ...);
   }
 }
 
@@ -116,7 +117,8 @@ FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, int rank,
   c.rank = rank;  // 1, or 2 when padded to [1, n]
   c.c[0] = 0;
   c.c[rank - 1] = e;
-  (cuda::std::get<I>(as).out.template store<1>(c, cuda::std::get<I>(as).expr.template load<1>(c, no_context{})), ...);
+  (fusex::detail::get<I>(as).out.template store<1>(c, fusex::detail::get<I>(as).expr.template load<1>(c, no_context{})),
+   ...);
 }
 
 inline constexpr int elementwise_block = 256;
@@ -141,7 +143,7 @@ inline elementwise_tuning& elementwise_tuning_state() {
 template <int R, int V, class Index, class Assignments>
 __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Index>& p, const Assignments& as) {
   constexpr int U = elementwise_unroll;
-  using seq = std::make_index_sequence<cuda::std::tuple_size<Assignments>::value>;
+  using seq = std::make_index_sequence<fusex::detail::tuple_size<Assignments>::value>;
   const Index block_first = static_cast<Index>(blockIdx.x) * blockDim.x * U + threadIdx.x;
   const Index chunk = static_cast<Index>(gridDim.x) * blockDim.x * U;
   if constexpr (V > 1) {

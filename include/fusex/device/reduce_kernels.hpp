@@ -202,20 +202,21 @@ __device__ FUSEX_FORCEINLINE void row_publish(const R& r, Acc acc, const row_par
 /// element is loaded once for all of them, so mean and variance, or max and sum of the same
 /// operand, cost one read of the row.
 template <int W, class Index, class... R, std::size_t... I>
-__device__ FUSEX_FORCEINLINE void row_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p,
+__device__ FUSEX_FORCEINLINE void row_pass(const fusex::detail::tuple<const R*...>& rs, const row_params<Index>& p,
                                            Index row, bool active, int lane, row_context ctx, std::uint64_t* slots,
                                            unsigned char* scratch, std::index_sequence<I...>) {
-  cuda::std::tuple<row_acc_t<R>...> acc{cuda::std::get<I>(rs)->op.template identity<typename R::input_type>()...};
+  fusex::detail::tuple<row_acc_t<R>...> acc{
+      fusex::detail::get<I>(rs)->op.template identity<typename R::input_type>()...};
   if (active) {
     for (Index j = static_cast<Index>(lane); j < p.cols / W; j += static_cast<Index>(p.tpr)) {
       coord<Index, 2> c;
       c.rank = 2;
       c.c[0] = row;
       c.c[1] = j * W;
-      (row_accumulate<W>(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), c, j, ctx), ...);
+      (row_accumulate<W>(*fusex::detail::get<I>(rs), fusex::detail::get<I>(acc), c, j, ctx), ...);
     }
   }
-  (row_publish(*cuda::std::get<I>(rs), cuda::std::get<I>(acc), p, active, lane, slots, scratch), ...);
+  (row_publish(*fusex::detail::get<I>(rs), fusex::detail::get<I>(acc), p, active, lane, slots, scratch), ...);
   __syncthreads();  // the results are visible to the whole group before the next pass reads them
 }
 
@@ -225,7 +226,7 @@ __device__ FUSEX_FORCEINLINE void row_level_pass(const Expr& expr, const row_par
                                                  unsigned char* scratch) {
   const auto rs = gather_level<L>(expr);
   row_pass<W>(rs, p, row, active, lane, ctx, slots, scratch,
-              std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{});
+              std::make_index_sequence<fusex::detail::tuple_size<decltype(rs)>::value>{});
 }
 
 // --- the cached path: each thread's row_cache_chunks(W) vectors of the row live in registers ----
@@ -324,11 +325,11 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
 // The reductions of one nesting level over the cached row, one after the other (their operands
 // are registers, so separate sweeps cost no memory traffic).
 template <int W, class Index, class Set, class... R, std::size_t... I, class Chunks>
-__device__ FUSEX_FORCEINLINE void cached_pass(const cuda::std::tuple<const R*...>& rs, const row_params<Index>& p,
+__device__ FUSEX_FORCEINLINE void cached_pass(const fusex::detail::tuple<const R*...>& rs, const row_params<Index>& p,
                                               Index row, bool active, int lane, std::uint64_t* slots,
                                               unsigned char* scratch, const Set& set, std::index_sequence<I...>,
                                               Chunks chunks) {
-  (cached_reduce<W>(*cuda::std::get<I>(rs), p, row, active, lane, slots, scratch, set, chunks), ...);
+  (cached_reduce<W>(*fusex::detail::get<I>(rs), p, row, active, lane, slots, scratch, set, chunks), ...);
   __syncthreads();  // the results are visible to the whole group before the next pass reads them
 }
 
@@ -338,7 +339,7 @@ __device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_p
                                                     const Set& set, Chunks chunks) {
   const auto rs = gather_level<L>(ce);
   cached_pass<W>(rs, p, row, active, lane, slots, scratch, set,
-                 std::make_index_sequence<cuda::std::tuple_size<decltype(rs)>::value>{}, chunks);
+                 std::make_index_sequence<fusex::detail::tuple_size<decltype(rs)>::value>{}, chunks);
 }
 
 template <int W, int k, class Index, class CExpr, class Set>

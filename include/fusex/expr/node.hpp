@@ -11,7 +11,7 @@
 #include <fusex/core/view.hpp>
 #include <fusex/expr/ops.hpp>
 
-#include <cuda/std/tuple>
+#include <fusex/core/detail/tuple.hpp>
 
 #include <cstdint>
 #include <string>
@@ -97,7 +97,7 @@ struct map_node : detail::expr_base {
   static constexpr int reduce_count = (0 + ... + Args::reduce_count);
 
   Op op;
-  cuda::std::tuple<Args...> args;
+  fusex::detail::tuple<Args...> args;
 
   map_node(Op o, Args... a) : op(o), args(a...) {}
 
@@ -111,12 +111,12 @@ struct map_node : detail::expr_base {
   template <std::size_t... I>
   shape_t shape_impl(std::index_sequence<I...>) const {
     shape_t s;
-    ((s = broadcast_shapes(s, cuda::std::get<I>(args).shape(), Op::name)), ...);
+    ((s = broadcast_shapes(s, fusex::detail::get<I>(args).shape(), Op::name)), ...);
     return s;
   }
   template <class F, std::size_t... I>
   void visit_impl(F& f, std::index_sequence<I...>) const {
-    (cuda::std::get<I>(args).visit_leaves(f), ...);
+    (fusex::detail::get<I>(args).visit_leaves(f), ...);
   }
 };
 

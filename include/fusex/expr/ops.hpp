@@ -10,7 +10,7 @@
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
 
-#include <cuda/std/limits>
+#include <fusex/core/detail/limits.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -337,7 +337,7 @@ struct isinf : predicate_op {
   template <class C>
   FUSEX_HD bool operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>)
-      return a == cuda::std::numeric_limits<C>::infinity() || a == -cuda::std::numeric_limits<C>::infinity();
+      return a == fusex::detail::limits<C>::infinity() || a == -fusex::detail::limits<C>::infinity();
     else return false;
   }
 };

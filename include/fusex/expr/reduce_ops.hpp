@@ -12,7 +12,7 @@
 #include <fusex/core/dtype.hpp>
 #include <fusex/expr/ops.hpp>
 
-#include <cuda/std/limits>
+#include <fusex/core/detail/limits.hpp>
 
 #include <cstdint>
 #include <type_traits>
@@ -115,8 +115,8 @@ struct max {
   using result = T;
   template <class T>
   FUSEX_HD acc<T> identity() const {
-    if constexpr (std::is_floating_point_v<acc<T>>) return -cuda::std::numeric_limits<acc<T>>::infinity();
-    else return cuda::std::numeric_limits<acc<T>>::lowest();
+    if constexpr (std::is_floating_point_v<acc<T>>) return -fusex::detail::limits<acc<T>>::infinity();
+    else return fusex::detail::limits<acc<T>>::lowest();
   }
   template <class T>
   FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const {
@@ -142,8 +142,8 @@ struct min {
   using result = T;
   template <class T>
   FUSEX_HD acc<T> identity() const {
-    if constexpr (std::is_floating_point_v<acc<T>>) return cuda::std::numeric_limits<acc<T>>::infinity();
-    else return cuda::std::numeric_limits<acc<T>>::max();
+    if constexpr (std::is_floating_point_v<acc<T>>) return fusex::detail::limits<acc<T>>::infinity();
+    else return fusex::detail::limits<acc<T>>::max();
   }
   template <class T>
   FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const {
@@ -417,10 +417,10 @@ struct variance {
   FUSEX_HD compute_t<result<T>> finish(acc<T> a, std::int64_t) const {
     using C = detail::float_acc<float_of_t<T>>;
     const C denom = a.count - static_cast<C>(correction);
-    C v = denom > C(0) ? a.m2 / denom : cuda::std::numeric_limits<C>::quiet_NaN();  // too few elements
+    C v = denom > C(0) ? a.m2 / denom : fusex::detail::limits<C>::quiet_NaN();  // too few elements
     // An infinite or NaN element leaves the mean non-finite: the variance is NaN (as torch.var),
     // whatever the order in which partial results were combined.
-    if (fusex::detail::math::isnan(a.mean - a.mean)) v = cuda::std::numeric_limits<C>::quiet_NaN();
+    if (fusex::detail::math::isnan(a.mean - a.mean)) v = fusex::detail::limits<C>::quiet_NaN();
     if constexpr (Kind == 1) v = fusex::detail::math::sqrt(v);
     return static_cast<compute_t<result<T>>>(v);
   }
@@ -443,7 +443,7 @@ struct logsumexp {
   template <class T>
   FUSEX_HD acc<T> identity() const {
     using C = detail::float_acc<float_of_t<T>>;
-    return {-cuda::std::numeric_limits<C>::infinity(), C(0)};
+    return {-fusex::detail::limits<C>::infinity(), C(0)};
   }
   template <class T>
   FUSEX_HD acc<T> lift(compute_t<T> x, std::int64_t) const {
@@ -484,7 +484,7 @@ struct logsumexp {
       const C v = static_cast<C>(x[l]);
       s += fusex::detail::math::exp_shifted(v == m ? C(0) : v - m);
     }
-    if (nan) return {cuda::std::numeric_limits<C>::quiet_NaN(), C(1)};
+    if (nan) return {fusex::detail::limits<C>::quiet_NaN(), C(1)};
     return {m, s};
   }
   // The two-level form (used where the row is in registers; see has_two_level): the maximum m
@@ -497,7 +497,7 @@ struct logsumexp {
   using pre_acc = detail::float_acc<float_of_t<T>>;
   template <class T>
   FUSEX_HD pre_acc<T> pre_identity() const {
-    return -cuda::std::numeric_limits<pre_acc<T>>::infinity();
+    return -fusex::detail::limits<pre_acc<T>>::infinity();
   }
   template <class T>
   FUSEX_HD pre_acc<T> pre_combine(pre_acc<T> a, pre_acc<T> b) const {

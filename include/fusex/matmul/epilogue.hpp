@@ -20,7 +20,7 @@
 #include <fusex/expr/reduce.hpp>
 #include <fusex/matmul/node.hpp>
 
-#include <cuda/std/tuple>
+#include <fusex/core/detail/tuple.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -109,27 +109,27 @@ template <class Op, class... A>
 void affine_terms(const map_node<Op, A...>& n, double c, epilogue_form& f) {
   constexpr std::size_t arity = sizeof...(A);
   if constexpr (std::is_same_v<Op, ops::add> && arity == 2) {
-    affine_terms(cuda::std::get<0>(n.args), c, f);
-    affine_terms(cuda::std::get<1>(n.args), c, f);
+    affine_terms(fusex::detail::get<0>(n.args), c, f);
+    affine_terms(fusex::detail::get<1>(n.args), c, f);
   } else if constexpr (std::is_same_v<Op, ops::sub> && arity == 2) {
-    affine_terms(cuda::std::get<0>(n.args), c, f);
-    affine_terms(cuda::std::get<1>(n.args), -c, f);
+    affine_terms(fusex::detail::get<0>(n.args), c, f);
+    affine_terms(fusex::detail::get<1>(n.args), -c, f);
   } else if constexpr (std::is_same_v<Op, ops::neg>) {
-    affine_terms(cuda::std::get<0>(n.args), -c, f);
+    affine_terms(fusex::detail::get<0>(n.args), -c, f);
   } else if constexpr (std::is_same_v<Op, ops::mul> && arity == 2) {
-    using A0 = std::decay_t<decltype(cuda::std::get<0>(n.args))>;
-    using A1 = std::decay_t<decltype(cuda::std::get<1>(n.args))>;
+    using A0 = std::decay_t<decltype(fusex::detail::get<0>(n.args))>;
+    using A1 = std::decay_t<decltype(fusex::detail::get<1>(n.args))>;
     if constexpr (is_scalar_node<A0>::value) {
-      affine_terms(cuda::std::get<1>(n.args), c * static_cast<double>(cuda::std::get<0>(n.args).value), f);
+      affine_terms(fusex::detail::get<1>(n.args), c * static_cast<double>(fusex::detail::get<0>(n.args).value), f);
     } else if constexpr (is_scalar_node<A1>::value) {
-      affine_terms(cuda::std::get<0>(n.args), c * static_cast<double>(cuda::std::get<1>(n.args).value), f);
+      affine_terms(fusex::detail::get<0>(n.args), c * static_cast<double>(fusex::detail::get<1>(n.args).value), f);
     } else {
       f.fail("a product of two tensors (only a scalar scale maps, onto alpha and beta)", Op::name);
     }
   } else if constexpr (std::is_same_v<Op, ops::div> && arity == 2) {
-    using A1 = std::decay_t<decltype(cuda::std::get<1>(n.args))>;
+    using A1 = std::decay_t<decltype(fusex::detail::get<1>(n.args))>;
     if constexpr (is_scalar_node<A1>::value) {
-      affine_terms(cuda::std::get<0>(n.args), c / static_cast<double>(cuda::std::get<1>(n.args).value), f);
+      affine_terms(fusex::detail::get<0>(n.args), c / static_cast<double>(fusex::detail::get<1>(n.args).value), f);
     } else {
       f.fail("a division by a tensor", Op::name);
     }
@@ -151,10 +151,10 @@ template <class Op, class... A>
 void activation_level(const map_node<Op, A...>& n, epilogue_form& f) {
   if constexpr (std::is_same_v<Op, ops::relu>) {
     f.act = epilogue_activation::relu;
-    affine_terms(cuda::std::get<0>(n.args), 1.0, f);
+    affine_terms(fusex::detail::get<0>(n.args), 1.0, f);
   } else if constexpr (std::is_same_v<Op, ops::gelu_tanh>) {
     f.act = epilogue_activation::gelu_tanh;
-    affine_terms(cuda::std::get<0>(n.args), 1.0, f);
+    affine_terms(fusex::detail::get<0>(n.args), 1.0, f);
   } else {
     affine_terms(n, 1.0, f);
   }
@@ -167,7 +167,7 @@ void cast_level(const E& e, epilogue_form& f) {
 template <class T, class X>
 void cast_level(const map_node<ops::cast<T>, X>& n, epilogue_form& f) {
   f.cast_dtype = dtype_name<T>();
-  activation_level(cuda::std::get<0>(n.args), f);
+  activation_level(fusex::detail::get<0>(n.args), f);
 }
 
 /// The structure of the epilogue around the one matmul node of `e`.
@@ -256,7 +256,7 @@ template <class L, class Op, class... A>
 peeled_t<map_node<Op, A...>, L> peel_rest(const map_node<Op, A...>& e, const L& leaf);
 template <class L, class Op, class... A, std::size_t... I>
 peeled_t<map_node<Op, A...>, L> peel_map(const map_node<Op, A...>& n, const L& leaf, std::index_sequence<I...>) {
-  return peeled_t<map_node<Op, A...>, L>{n.op, peel_child(cuda::std::get<I>(n.args), leaf)...};
+  return peeled_t<map_node<Op, A...>, L>{n.op, peel_child(fusex::detail::get<I>(n.args), leaf)...};
 }
 template <class L, class C>
 typename peeled_child<C, L>::type peel_child(const C& c, const L& leaf) {
@@ -282,7 +282,7 @@ template <class F, class Op, class... A>
 void visit_peel(const map_node<Op, A...>& e, F&& f);
 template <class F, class Op, class... A, std::size_t... I>
 void visit_peel_map(const map_node<Op, A...>& n, F& f, std::index_sequence<I...>) {
-  (visit_peel_child(cuda::std::get<I>(n.args), f), ...);
+  (visit_peel_child(fusex::detail::get<I>(n.args), f), ...);
 }
 template <class F, class C>
 void visit_peel_child(const C& c, F& f) {

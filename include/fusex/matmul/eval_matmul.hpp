@@ -442,7 +442,7 @@ void describe_matmul_tree(const reduce_node<Op, C>& n, std::string& out, int dep
 }
 template <class Op, class... A, std::size_t... I>
 void describe_matmul_children(const map_node<Op, A...>& n, std::string& out, int depth, std::index_sequence<I...>) {
-  (describe_matmul_tree(cuda::std::get<I>(n.args), out, depth), ...);
+  (describe_matmul_tree(fusex::detail::get<I>(n.args), out, depth), ...);
 }
 template <class Op, class... A>
 void describe_matmul_tree(const map_node<Op, A...>& n, std::string& out, int depth) {

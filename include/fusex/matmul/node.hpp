@@ -12,7 +12,7 @@
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/reduce.hpp>
 
-#include <cuda/std/tuple>
+#include <fusex/core/detail/tuple.hpp>
 
 #include <cstdint>
 #include <string>
@@ -211,7 +211,7 @@ void find_matmul_impl(const reduce_node<Op, C>& n, const M*& out) {
 }
 template <class M, class Op, class... A, std::size_t... I>
 void find_matmul_children(const map_node<Op, A...>& n, const M*& out, std::index_sequence<I...>) {
-  (find_matmul_impl(cuda::std::get<I>(n.args), out), ...);
+  (find_matmul_impl(fusex::detail::get<I>(n.args), out), ...);
 }
 template <class M, class Op, class... A>
 void find_matmul_impl(const map_node<Op, A...>& n, const M*& out) {
@@ -268,7 +268,7 @@ with_leaf_t<reduce_node<Op, C>, L> replace_matmul(const reduce_node<Op, C>& n, c
 template <class L, class Op, class... A, std::size_t... I>
 with_leaf_t<map_node<Op, A...>, L> replace_matmul_map(const map_node<Op, A...>& n, const L& leaf,
                                                       std::index_sequence<I...>) {
-  return with_leaf_t<map_node<Op, A...>, L>{n.op, replace_matmul(cuda::std::get<I>(n.args), leaf)...};
+  return with_leaf_t<map_node<Op, A...>, L>{n.op, replace_matmul(fusex::detail::get<I>(n.args), leaf)...};
 }
 template <class L, class Op, class... A>
 with_leaf_t<map_node<Op, A...>, L> replace_matmul(const map_node<Op, A...>& n, const L& leaf) {

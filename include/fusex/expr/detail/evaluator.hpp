@@ -12,7 +12,7 @@
 #include <fusex/plan/cache_roles.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
-#include <cuda/std/tuple>
+#include <fusex/core/detail/tuple.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -148,7 +148,7 @@ struct map_eval {
   using value_type = typename Op::template result<typename Children::value_type...>;
   using compute_type = compute_t<value_type>;
   Op op;
-  cuda::std::tuple<Children...> children;
+  fusex::detail::tuple<Children...> children;
 
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
@@ -166,7 +166,7 @@ struct map_eval {
 
   template <class F, std::size_t... I>
   FUSEX_HD FUSEX_FORCEINLINE void visit_children(F& f, std::index_sequence<I...>) const {
-    (cuda::std::get<I>(children).visit_reductions(f), ...);
+    (fusex::detail::get<I>(children).visit_reductions(f), ...);
   }
 
 #if defined(__CUDACC__)
@@ -175,12 +175,12 @@ struct map_eval {
   template <int V, class Index, int R, class Ctx, std::size_t... I>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> apply(const coord<Index, R>& c, const Ctx& ctx,
                                                         std::index_sequence<I...>) const {
-    const cuda::std::tuple<decltype(cuda::std::get<I>(children).template load<V>(c, ctx))...> in{
-        cuda::std::get<I>(children).template load<V>(c, ctx)...};
+    const fusex::detail::tuple<decltype(fusex::detail::get<I>(children).template load<V>(c, ctx))...> in{
+        fusex::detail::get<I>(children).template load<V>(c, ctx)...};
     vec<compute_type, V> r;
     FUSEX_UNROLL
     for (int l = 0; l < V; ++l)
-      r.v[l] = convert<compute_type>(op(convert<operand_t<I>>(cuda::std::get<I>(in).v[l])...));
+      r.v[l] = convert<compute_type>(op(convert<operand_t<I>>(fusex::detail::get<I>(in).v[l])...));
     return r;
   }
 };
@@ -294,14 +294,14 @@ struct row_cache_set;
 /// The registers of the cached row: one leaf_cache per distinct leaf type.
 template <int W, int K, class... Ts>
 struct row_cache_set<W, K, type_list<Ts...>> {
-  cuda::std::tuple<leaf_cache<Ts, W, K>...> caches;
+  fusex::detail::tuple<leaf_cache<Ts, W, K>...> caches;
   template <class T>
   FUSEX_HD FUSEX_FORCEINLINE leaf_cache<T, W, K>& get() {
-    return cuda::std::get<type_index<T, Ts...>::value>(caches);
+    return fusex::detail::get<type_index<T, Ts...>::value>(caches);
   }
   template <class T>
   FUSEX_HD FUSEX_FORCEINLINE const leaf_cache<T, W, K>& get() const {
-    return cuda::std::get<type_index<T, Ts...>::value>(caches);
+    return fusex::detail::get<type_index<T, Ts...>::value>(caches);
   }
 };
 
@@ -374,10 +374,10 @@ FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const reduce_eval<Op, C>& e, std::ui
 template <int W, int K, bool Dense, class Index, class Op, class... C, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::uint64_t modes, int& next,
                                                 std::index_sequence<I...>) {
-  using result = map_eval<Op, decltype(make_cached<W, K, Dense, Index>(cuda::std::get<I>(e.children), modes,
+  using result = map_eval<Op, decltype(make_cached<W, K, Dense, Index>(fusex::detail::get<I>(e.children), modes,
                                                                        std::declval<int&>()))...>;
   // Braced initialisation: children are numbered left to right, in visit order.
-  return result{e.op, {make_cached<W, K, Dense, Index>(cuda::std::get<I>(e.children), modes, next)...}};
+  return result{e.op, {make_cached<W, K, Dense, Index>(fusex::detail::get<I>(e.children), modes, next)...}};
 }
 
 /// Loads chunk k of every owner leaf of the tree at coordinate c into `set`.
@@ -393,7 +393,7 @@ FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const c
 template <int k, class Index, int R, class Op, class... C, class Set, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE void fill_cached_map(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set,
                                                 std::index_sequence<I...>) {
-  (fill_cached<k>(cuda::std::get<I>(e.children), c, set), ...);
+  (fill_cached<k>(fusex::detail::get<I>(e.children), c, set), ...);
 }
 template <int k, class Index, int R, class Op, class... C, class Set>
 FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set) {
@@ -524,12 +524,12 @@ struct reduction_depth<reduce_eval<Op, C>> : std::integral_constant<int, reducti
 
 /// Pointers to the reductions of level L below `e`, as a tuple (leaves and scalars have none).
 template <int L, class E>
-FUSEX_HD FUSEX_FORCEINLINE cuda::std::tuple<> gather_level(const E&) {
+FUSEX_HD FUSEX_FORCEINLINE fusex::detail::tuple<> gather_level(const E&) {
   return {};
 }
 template <int L, class Op, class... C, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE auto gather_level_children(const map_eval<Op, C...>& m, std::index_sequence<I...>) {
-  return cuda::std::tuple_cat(gather_level<L>(cuda::std::get<I>(m.children))...);
+  return fusex::detail::tuple_cat(gather_level<L>(fusex::detail::get<I>(m.children))...);
 }
 template <int L, class Op, class... C>
 FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const map_eval<Op, C...>& m) {
@@ -538,7 +538,7 @@ FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const map_eval<Op, C...>& m) {
 template <int L, class Op, class C>
 FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const reduce_eval<Op, C>& r) {
   if constexpr (reduction_depth<C>::value == L) {
-    return cuda::std::tuple_cat(gather_level<L>(r.child), cuda::std::tuple<const reduce_eval<Op, C>*>(&r));
+    return fusex::detail::tuple_cat(gather_level<L>(r.child), fusex::detail::tuple<const reduce_eval<Op, C>*>(&r));
   } else {
     return gather_level<L>(r.child);
   }
@@ -662,7 +662,7 @@ evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, 
                                                              std::index_sequence<I...>) {
   // Braced initialisation evaluates left to right, so leaves take their strides in visit order.
   return evaluator_t<map_node<Op, Args...>, Index>{
-      n.op, cuda::std::tuple<evaluator_t<Args, Index>...>{make_evaluator(cuda::std::get<I>(n.args), src)...}};
+      n.op, fusex::detail::tuple<evaluator_t<Args, Index>...>{make_evaluator(fusex::detail::get<I>(n.args), src)...}};
 }
 
 }  // namespace fusex::detail
