@@ -5,7 +5,7 @@
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
 #include <fusex/core/shape.hpp>
-#include <fusex/core/tensor.hpp>
+#include <fusex/tensor.hpp>
 #include <fusex/core/view.hpp>
 #include <fusex/error.hpp>
 #include <fusex/eval.hpp>
@@ -14,7 +14,7 @@
 #include <fusex/expr/reduce.hpp>
 #include <fusex/graph/graph.hpp>
 #include <fusex/memory/buffer.hpp>
-#include <fusex/memory/copy.hpp>
+#include <fusex/copy.hpp>
 #include <fusex/memory/resource.hpp>
 #include <fusex/monitor.hpp>
 #include <fusex/version.hpp>

@@ -17,7 +17,7 @@
 /// with GPU timing two cudaEventRecord calls (events come from a per-thread pool, so regions do
 /// not create events). bench/monitor/bench_monitor.cu measures both.
 
-#include <fusex/detail/launch_hook.hpp>
+#include <fusex/device/launch_hook.hpp>
 #include <fusex/error.hpp>
 
 #include <cuda_runtime_api.h>

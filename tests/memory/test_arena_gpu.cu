@@ -3,7 +3,8 @@
 #include "fusex_catch.hpp"
 #include "gpu_memory_util.cuh"
 
-#include <fusex/core/tensor.hpp>
+#include <fusex/tensor.hpp>
+#include <fusex/copy.hpp>
 #include <fusex/memory/memory.hpp>
 
 #include <chrono>

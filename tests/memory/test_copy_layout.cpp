@@ -2,7 +2,7 @@
 // and of pinned_buffer's views; no GPU needed.
 #include "fusex_catch.hpp"
 
-#include <fusex/memory/copy.hpp>
+#include <fusex/copy.hpp>
 #include <fusex/memory/pinned.hpp>
 
 #include <string>

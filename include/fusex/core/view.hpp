@@ -16,6 +16,11 @@
 
 namespace fusex {
 
+/// The owning tensor (<fusex/tensor.hpp>, above the values and memory/): declared here so that
+/// expressions and evaluation accept tensors without depending on the allocator.
+template <class T>
+class tensor;
+
 namespace detail {
 template <class C, class = void>
 struct has_data_size : std::false_type {};

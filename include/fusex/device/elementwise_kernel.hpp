@@ -6,9 +6,9 @@
 /// together.
 
 #include <fusex/config.hpp>
-#include <fusex/detail/fast_divmod.hpp>
+#include <fusex/device/fast_divmod.hpp>
 #include <fusex/device/launch.hpp>
-#include <fusex/expr/detail/evaluator.hpp>
+#include <fusex/device/evaluator.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
 #include <fusex/core/detail/tuple.hpp>

@@ -6,7 +6,7 @@
 /// monitor).
 
 #include <fusex/config.hpp>
-#include <fusex/detail/launch_hook.hpp>
+#include <fusex/device/launch_hook.hpp>
 #include <fusex/error.hpp>
 
 #include <cuda_runtime_api.h>

@@ -8,9 +8,9 @@
 /// bit-identical from run to run on the same GPU.
 
 #include <fusex/config.hpp>
-#include <fusex/detail/fast_divmod.hpp>
+#include <fusex/device/fast_divmod.hpp>
 #include <fusex/device/launch.hpp>
-#include <fusex/expr/detail/evaluator.hpp>
+#include <fusex/device/evaluator.hpp>
 #include <fusex/plan/reduce_plan.hpp>
 
 #include <cstdint>

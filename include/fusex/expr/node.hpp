@@ -7,7 +7,6 @@
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
 #include <fusex/core/shape.hpp>
-#include <fusex/core/tensor.hpp>
 #include <fusex/core/view.hpp>
 #include <fusex/expr/ops.hpp>
 

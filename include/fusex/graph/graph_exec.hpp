@@ -3,7 +3,7 @@
 /// fusex::graph_exec: an instantiated CUDA graph made by fusex::graph_capture, with the
 /// graph-private memory its replays use. Move-only.
 
-#include <fusex/detail/launch_hook.hpp>
+#include <fusex/device/launch_hook.hpp>
 #include <fusex/error.hpp>
 #include <fusex/graph/capture_memory.hpp>
 #include <fusex/graph/capture_rules.hpp>

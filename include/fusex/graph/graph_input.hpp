@@ -8,7 +8,6 @@
 /// up to the captured one (bucketing).
 
 #include <fusex/core/shape.hpp>
-#include <fusex/core/tensor.hpp>
 #include <fusex/core/view.hpp>
 #include <fusex/error.hpp>
 

@@ -14,7 +14,7 @@
 /// lt_matmul).
 
 #include <fusex/config.hpp>
-#include <fusex/detail/launch_hook.hpp>
+#include <fusex/device/launch_hook.hpp>
 #include <fusex/device/launch.hpp>
 #include <fusex/error.hpp>
 #include <fusex/graph/capture_rules.hpp>

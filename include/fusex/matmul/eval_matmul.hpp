@@ -16,7 +16,8 @@
 #include <fusex/core/dtype.hpp>
 #include <fusex/core/view.hpp>
 #include <fusex/error.hpp>
-#include <fusex/eval.hpp>
+#include <fusex/dispatch/elementwise.hpp>
+#include <fusex/dispatch/explain.hpp>
 #include <fusex/matmul/chooser.hpp>
 #include <fusex/matmul/cublaslt.hpp>
 #include <fusex/matmul/epilogue.hpp>
@@ -413,21 +414,20 @@ void eval_matmul_host(const view<D>& dst, const E& e) {
 }
 
 // --- the plan printer ----------------------------------------------------------------------------
-inline void matmul_indent(std::string& out, int depth) { out.append(static_cast<std::size_t>(depth) * 2, ' '); }
 
 template <class T>
 void describe_matmul_tree(const leaf_node<T>& n, std::string& out, int depth) {
-  matmul_indent(out, depth);
+  indent(out, depth);
   out += "view " + operand_desc(dtype_name<typename leaf_node<T>::value_type>(), n.v.shape(), n.v.strides()) + "\n";
 }
 template <class T>
 void describe_matmul_tree(const scalar_node<T>& n, std::string& out, int depth) {
-  matmul_indent(out, depth);
+  indent(out, depth);
   out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + "\n";
 }
 template <class T>
 void describe_matmul_tree(const matmul_node<T>& n, std::string& out, int depth) {
-  matmul_indent(out, depth);
+  indent(out, depth);
   out += "matmul " + operand_desc(dtype_name<T>(), n.a.shape(), n.a.strides()) + " x " +
          operand_desc(dtype_name<T>(), n.b.shape(), n.b.strides()) + " -> " + n.shape().str() +
          (n.options.allow_tf32 && std::is_same_v<T, float> ? " (TF32 allowed)\n" : "\n");
@@ -436,7 +436,7 @@ template <class Op, class... A>
 void describe_matmul_tree(const map_node<Op, A...>& n, std::string& out, int depth);
 template <class Op, class C>
 void describe_matmul_tree(const reduce_node<Op, C>& n, std::string& out, int depth) {
-  matmul_indent(out, depth);
+  indent(out, depth);
   out += std::string(Op::name) + " (reduction) -> " + dtype_name<typename reduce_node<Op, C>::value_type>() + "\n";
   describe_matmul_tree(n.child, out, depth + 1);
 }
@@ -446,7 +446,7 @@ void describe_matmul_children(const map_node<Op, A...>& n, std::string& out, int
 }
 template <class Op, class... A>
 void describe_matmul_tree(const map_node<Op, A...>& n, std::string& out, int depth) {
-  matmul_indent(out, depth);
+  indent(out, depth);
   out += std::string(Op::name) + " -> " + dtype_name<typename map_node<Op, A...>::value_type>() + "\n";
   describe_matmul_children(n, out, depth + 1, std::index_sequence_for<A...>{});
 }

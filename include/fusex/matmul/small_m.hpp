@@ -19,7 +19,7 @@
 #include <fusex/core/dtype.hpp>
 #include <fusex/core/view.hpp>
 #include <fusex/device/launch.hpp>
-#include <fusex/expr/detail/evaluator.hpp>
+#include <fusex/device/evaluator.hpp>
 #include <fusex/matmul/node.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 

@@ -1,13 +1,13 @@
 #pragma once
 /// \file
-/// (Included by eval.hpp after the elementwise machinery it builds on.)
+/// (Included by dispatch/elementwise.hpp after the elementwise machinery it builds on.)
 /// Evaluation of expressions that contain reductions: the row kernel (one launch) when the plan
 /// allows, otherwise materialisation of each reduction into a temporary by the generic reduction
 /// kernels, then one elementwise kernel. The host backend materialises with plain loops.
 
 #include <fusex/core/view.hpp>
 #include <fusex/device/reduce_kernels.hpp>
-#include <fusex/expr/detail/evaluator.hpp>
+#include <fusex/device/evaluator.hpp>
 #include <fusex/expr/reduce.hpp>
 #include <fusex/memory/buffer.hpp>
 #include <fusex/plan/reduce_plan.hpp>

@@ -1,0 +1,63 @@
+# Reads every #include <fusex/...> line under include/fusex and fails when a header includes one
+# of a layer it may not look at (docs/design.md, "Layers"). Run by CTest as `layers`:
+#   cmake -DFUSEX_INCLUDE_DIR=<dir containing fusex/> -P check_layers.cmake
+#
+# A header's layer is its folder under include/fusex; files at the top level are the public entry
+# points ("top"), except the few that everything builds on ("base").
+cmake_minimum_required(VERSION 3.25)
+if(NOT FUSEX_INCLUDE_DIR)
+  message(FATAL_ERROR "check_layers: set FUSEX_INCLUDE_DIR")
+endif()
+
+get_filename_component(FUSEX_INCLUDE_DIR "${FUSEX_INCLUDE_DIR}" ABSOLUTE)
+set(base_files config.hpp error.hpp version.hpp)
+# Layer -> the layers it may include (besides itself). Lower layers never look up.
+set(allowed_base "")
+set(allowed_core base)
+set(allowed_memory base core)
+set(allowed_expr base core)
+set(allowed_plan base core expr)
+set(allowed_device base core expr plan)
+set(allowed_dispatch base core memory expr plan device)
+set(allowed_graph base core memory device)
+set(allowed_matmul base core memory expr plan device dispatch graph)
+set(allowed_top base core memory expr plan device dispatch graph matmul)
+
+function(layer_of rel out)
+  if(rel MATCHES "^([^/]+)/")
+    set(l ${CMAKE_MATCH_1})
+  elseif(rel IN_LIST base_files)
+    set(l base)
+  else()
+    set(l top)
+  endif()
+  set(${out} ${l} PARENT_SCOPE)
+endfunction()
+
+file(GLOB_RECURSE headers RELATIVE "${FUSEX_INCLUDE_DIR}/fusex" "${FUSEX_INCLUDE_DIR}/fusex/*.hpp")
+set(violations 0)
+set(edges 0)
+foreach(rel IN LISTS headers)
+  layer_of("${rel}" from)
+  if(NOT DEFINED allowed_${from})
+    message(SEND_ERROR "check_layers: include/fusex/${rel}: folder '${from}' is not in the layer table")
+    math(EXPR violations "${violations} + 1")
+    continue()
+  endif()
+  file(STRINGS "${FUSEX_INCLUDE_DIR}/fusex/${rel}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]fusex/")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]fusex/([^>\"]+)[>\"].*" "\\1" target "${line}")
+    layer_of("${target}" to)
+    math(EXPR edges "${edges} + 1")
+    if(NOT to STREQUAL from AND NOT to IN_LIST allowed_${from})
+      message(SEND_ERROR "check_layers: include/fusex/${rel} (layer '${from}') includes fusex/${target} "
+                         "(layer '${to}'); '${from}' may include only: ${allowed_${from}}")
+      math(EXPR violations "${violations} + 1")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH headers n)
+if(violations GREATER 0)
+  message(FATAL_ERROR "check_layers: ${violations} include(s) break the layering (${n} headers, ${edges} includes)")
+endif()
+message(STATUS "check_layers: ${n} headers, ${edges} includes, all within the layering")

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A before/after GPU run for a change that must not slow any kernel (#28: "each case within 3%"),
+# started detached (setsid) so that it outlives a device call:
+#   1. builds this tree (build/ab-new: Release, sm_90, benchmarks on) for every program but
+#      test_matmul_gpu, then `ctest -L gpu` (both launch paths) there;
+#   2. builds the baseline's bench_elementwise, bench_reduce, bench_matmul and fusex-tour from
+#      .ab/old (the baseline's sources: `git archive BASE | tar -x -C .ab/old`, with .ab/old/COMMIT
+#      naming it; carry [".debs", ".ab"]) in build/ab-old, beside the tests;
+#   3. runs each benchmark program and fusex-tour old, new, old, new (ROUNDS pairs, default 1),
+#      with the GPU to itself, JSON named <program>-<commit>-{old,new}-r<round>.json;
+#   4. meanwhile test_matmul_gpu's compile runs at low priority with a time limit (its small-M TU
+#      ran past 20 minutes on this machine before 5dfdcb2), its outcome logged.
+# Logs and JSON: /tmp/ab, packed by `wait` as $OUT/ab.tar.gz.
+# Usage: COMMIT=<new commit> tools/maintainer/device_ab.sh start | wait SECONDS
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+L=/tmp/ab
+OUT=${OUT:-/tmp/out}
+if [ "${1:-}" = start ]; then
+  mkdir -p $L /tmp/prefix
+  for f in .debs/*.deb; do dpkg -x "$f" /tmp/prefix; done
+  setsid bash "$0" run > $L/run.out 2>&1 < /dev/null &
+  sleep 2; echo started
+  exit 0
+fi
+if [ "${1:-}" = wait ]; then
+  end=$(( $(date +%s) + ${2:-500} ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    grep -q "] end" $L/steps.log 2>/dev/null && break
+    sleep 10
+  done
+  cat $L/steps.log
+  grep -hE "FAILED:|error:" $L/build-*.log | head -10
+  [ -f $L/ctest.log ] && grep -E "tests passed|\(Failed\)|\(Not Run\)|\(Timeout\)|\*\*\*" $L/ctest.log | tail -25
+  mkdir -p "$OUT" && tar -czf "$OUT/ab.tar.gz" -C $L . 2>/dev/null; true
+  exit 0
+fi
+[ "${1:-}" = run ] || { echo "usage: $0 start | wait SECONDS" >&2; exit 2; }
+export CMAKE_PREFIX_PATH=/tmp/prefix/usr PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=/tmp/prefix/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64
+stamp() { echo "[$(date +%T)] $*" >> "$L/steps.log"; }
+new_commit=${COMMIT:-new}
+old_commit=$(cat .ab/old/COMMIT 2>/dev/null || echo old)
+benches=(bench_elementwise bench_reduce bench_matmul)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv > "$L/gpu.txt" 2>&1
+stamp "start: new $new_commit, old $old_commit"
+cfg() { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
+  -DFUSEX_BUILD_BENCHMARKS=ON > "$3" 2>&1; }
+cfg . build/ab-new "$L/build-new.log"
+# shellcheck disable=SC2046  # one target per word
+cmake --build build/ab-new -j 16 --target $(ninja -C build/ab-new -t targets all | grep -oE '^[a-z][a-z0-9_-]*: phony' |
+  cut -d: -f1 | grep -vE '^(all|test|install|edit_cache|rebuild_cache|list_install_components|test_matmul_gpu|docs|cmake_.*)$') \
+  -- -k 0 >> "$L/build-new.log" 2>&1
+stamp "new build (all but test_matmul_gpu) exit $?"
+(
+  cfg .ab/old build/ab-old "$L/build-old.log"
+  cmake --build build/ab-old -j 12 --target "${benches[@]}" fusex-tour >> "$L/build-old.log" 2>&1
+  stamp "old build (benchmarks, fusex-tour) exit $?"
+) &
+old_pid=$!
+(cd build/ab-new && timeout 420 ctest -L gpu -j 4 --timeout 300 --output-on-failure > "$L/ctest.log" 2>&1)
+stamp "ctest -L gpu (new) exit $?"
+wait $old_pid
+( t0=$(date +%s); timeout 900 nice -n 10 cmake --build build/ab-new -j 4 --target test_matmul_gpu > "$L/build-matmul.log" 2>&1
+  stamp "test_matmul_gpu build exit $? after $(( $(date +%s) - t0 )) s" ) &
+for ((r = 1; r <= ${ROUNDS:-1}; ++r)); do
+  for b in "${benches[@]}"; do
+    for side in old new; do
+      c=$old_commit; [ $side = new ] && c=$new_commit
+      exe=$(find "build/ab-$side/bench" -name "$b" -type f | head -1)
+      timeout "${BENCH_TIMEOUT:-240}" "$exe" --benchmark_out="$L/$b-$c-$side-r$r.json" \
+        --benchmark_out_format=json --benchmark_context=commit="$c" > "$L/$b-$side-r$r.log" 2>&1
+      stamp "$b $side r$r exit $?"
+    done
+  done
+  for side in old new; do
+    c=$old_commit; [ $side = new ] && c=$new_commit
+    timeout 180 "build/ab-$side/examples/fusex-tour" --json "$L/fusex_tour-$c-$side-r$r.json" > "$L/tour-$side-r$r.log" 2>&1
+    stamp "fusex-tour $side r$r exit $?"
+  done
+done
+stamp end
