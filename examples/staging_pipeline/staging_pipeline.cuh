@@ -18,6 +18,7 @@
 // run() also measures where the time goes (run_result: host staging, host waits, and with
 // config::profile the GPU's copy and compute busy times from timing events), so that a pipeline
 // that does not overlap says why.
+#include <fusex/copy.hpp>
 #include <fusex/memory/memory.hpp>
 
 #include <cuda_runtime.h>
