@@ -36,7 +36,9 @@ struct tuple_storage<std::index_sequence<I...>, Ts...> : tuple_leaf<I, Ts>... {}
 /// The tuple: default-constructible, constructible from one value per element.
 template <class... Ts>
 struct tuple : tuple_storage<std::index_sequence_for<Ts...>, Ts...> {
-  tuple() = default;
+  // Value-initialises every element, as std::tuple does (the row kernel's register caches start as
+  // zeros; left uninitialised, ptxas allocated more registers to the dynamic row path).
+  FUSEX_HD constexpr tuple() : tuple_storage<std::index_sequence_for<Ts...>, Ts...>{} {}
   template <class... Us,
             class = std::enable_if_t<sizeof...(Us) == sizeof...(Ts) && (sizeof...(Ts) > 0) &&
                                      !(sizeof...(Us) == 1 && (std::is_same_v<std::decay_t<Us>, tuple> && ...))>>
