@@ -55,6 +55,27 @@ TEST_CASE("detail::tuple: empty elements take no space", "[core]") {
   CHECK(fusex::detail::get<0>(t).twice(fusex::detail::get<1>(t)) == 8);
 }
 
+TEST_CASE("detail::tuple: nested tuples, rvalues, const element types, constrained construction", "[core]") {
+  using fusex::detail::get;
+  using fusex::detail::tuple;
+  // Tuples of empty elements nest without making get<I> ambiguous (an empty tuple element is not
+  // a base, so its leaves do not become the outer tuple's).
+  tuple<tuple<empty_a>, tuple<empty_b>, int> n{tuple<empty_a>{}, tuple<empty_b>{}, 3};
+  CHECK(get<0>(get<1>(n)).twice(get<2>(n)) == 6);
+  tuple<tuple<empty_b, int>> deep{tuple<empty_b, int>{empty_b{}, 5}};
+  CHECK(get<1>(get<0>(deep)) == 5);
+  // get on an rvalue moves the element out.
+  tuple<std::string, int> r{std::string("moved"), 1};
+  STATIC_REQUIRE(std::is_same_v<decltype(get<0>(std::move(r))), std::string&&>);
+  const std::string out = get<0>(std::move(r));
+  CHECK(out == "moved");
+  STATIC_REQUIRE(std::is_same_v<fusex::detail::tuple_element_t<0, const tuple<int, float>>, const int>);
+  // The element-wise constructor takes only arguments the elements can be built from.
+  STATIC_REQUIRE(std::is_constructible_v<tuple<int, std::string>, int, const char*>);
+  STATIC_REQUIRE(!std::is_constructible_v<tuple<int, std::string>, int, double>);
+  STATIC_REQUIRE(!std::is_constructible_v<tuple<int, int>, int>);
+}
+
 TEST_CASE("detail::tuple_cat concatenates in order", "[core]") {
   using fusex::detail::get;
   using fusex::detail::tuple;

@@ -1,5 +1,6 @@
-# Reads every #include <fusex/...> line under include/fusex and fails when a header includes one
-# of a layer it may not look at (docs/design.md, "Layers"). Run by CTest as `layers`:
+# Reads every #include line of every file under include/fusex and fails when a header includes one
+# of a layer it may not look at (docs/design.md, "Layers"), includes a fusex header that does not
+# exist, or uses a quoted include (which would bypass this check through a relative path). Run by CTest as `layers`:
 #   cmake -DFUSEX_INCLUDE_DIR=<dir containing fusex/> -P check_layers.cmake
 #
 # A header's layer is its folder under include/fusex; files at the top level are the public entry
@@ -34,23 +35,33 @@ function(layer_of rel out)
   set(${out} ${l} PARENT_SCOPE)
 endfunction()
 
-file(GLOB_RECURSE headers RELATIVE "${FUSEX_INCLUDE_DIR}/fusex" "${FUSEX_INCLUDE_DIR}/fusex/*.hpp")
+file(GLOB_RECURSE headers RELATIVE "${FUSEX_INCLUDE_DIR}/fusex" "${FUSEX_INCLUDE_DIR}/fusex/*")
 set(violations 0)
 set(edges 0)
 foreach(rel IN LISTS headers)
   layer_of("${rel}" from)
   if(NOT DEFINED allowed_${from})
-    message(SEND_ERROR "check_layers: include/fusex/${rel}: folder '${from}' is not in the layer table")
+    message(NOTICE "check_layers: error: include/fusex/${rel}: folder '${from}' is not in the layer table")
     math(EXPR violations "${violations} + 1")
     continue()
   endif()
-  file(STRINGS "${FUSEX_INCLUDE_DIR}/fusex/${rel}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]fusex/")
+  file(STRINGS "${FUSEX_INCLUDE_DIR}/fusex/${rel}" quoted REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  foreach(line IN LISTS quoted)
+    message(NOTICE "check_layers: error: include/fusex/${rel}: '${line}': fusex headers include with <fusex/...>")
+    math(EXPR violations "${violations} + 1")
+  endforeach()
+  file(STRINGS "${FUSEX_INCLUDE_DIR}/fusex/${rel}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*<fusex/")
   foreach(line IN LISTS lines)
-    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]fusex/([^>\"]+)[>\"].*" "\\1" target "${line}")
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*<fusex/([^>]+)>.*" "\\1" target "${line}")
     layer_of("${target}" to)
     math(EXPR edges "${edges} + 1")
+    if(NOT EXISTS "${FUSEX_INCLUDE_DIR}/fusex/${target}")
+      message(NOTICE "check_layers: error: include/fusex/${rel} includes fusex/${target}, which does not exist")
+      math(EXPR violations "${violations} + 1")
+      continue()
+    endif()
     if(NOT to STREQUAL from AND NOT to IN_LIST allowed_${from})
-      message(SEND_ERROR "check_layers: include/fusex/${rel} (layer '${from}') includes fusex/${target} "
+      message(NOTICE "check_layers: error: include/fusex/${rel} (layer '${from}') includes fusex/${target} "
                          "(layer '${to}'); '${from}' may include only: ${allowed_${from}}")
       math(EXPR violations "${violations} + 1")
     endif()

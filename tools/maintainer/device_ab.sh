@@ -8,8 +8,9 @@
 #      naming it; carry [".debs", ".ab"]) in build/ab-old, beside the tests;
 #   3. runs each benchmark program and fusex-tour old, new, old, new (ROUNDS pairs, default 1),
 #      with the GPU to itself, JSON named <program>-<commit>-{old,new}-r<round>.json;
-#   test_matmul_gpu is built beside steps 1-3 at low priority within MATMUL_BUDGET seconds (default
-#   900; its small-M TU ran past 20 minutes here before 5dfdcb2) and run both ways at the end.
+#   test_matmul_gpu is built beside steps 1-2 at low priority within MATMUL_BUDGET seconds (default
+#   900; its small-M TU ran past 20 minutes here before 5dfdcb2), stopped during step 3, and run
+#   both ways at the end.
 #   BENCHES (space-separated) picks the benchmark programs.
 # Logs and JSON: /tmp/ab, packed by `wait` as $OUT/ab.tar.gz.
 # Usage: COMMIT=<new commit> tools/maintainer/device_ab.sh start | wait SECONDS
@@ -56,11 +57,13 @@ cmake --build build/ab-new -j 16 --target $(ninja -C build/ab-new -t targets all
 stamp "new build (all but test_matmul_gpu) exit $?"
 # test_matmul_gpu beside the rest, at low priority and with a time limit: its small-M TU ran past
 # 20 minutes here before 5dfdcb2. Run at the end if it was built.
-(
+# It runs in its own process group, stopped (SIGSTOP) while the benchmarks run so that they do not
+# share the CPU with nvcc, and continued after them.
+setsid bash -c '
   t0=$(date +%s)
-  timeout "${MATMUL_BUDGET:-900}" nice -n 10 cmake --build build/ab-new -j 6 --target test_matmul_gpu > "$L/build-matmul.log" 2>&1
-  stamp "test_matmul_gpu build exit $? after $(($(date +%s) - t0)) s"
-) &
+  timeout "${MATMUL_BUDGET:-900}" nice -n 10 cmake --build build/ab-new -j 6 --target test_matmul_gpu > "$0/build-matmul.log" 2>&1
+  echo "[$(date +%T)] test_matmul_gpu build exit $? after $(($(date +%s) - t0)) s (its clock ran while it was stopped)" >> "$0/steps.log"
+' "$L" < /dev/null &
 matmul_pid=$!
 (
   cfg .ab/old build/ab-old "$L/build-old.log"
@@ -71,6 +74,7 @@ old_pid=$!
 (cd build/ab-new && timeout 420 ctest -L gpu -j 4 --timeout 300 --output-on-failure > "$L/ctest.log" 2>&1)
 stamp "ctest -L gpu (new) exit $?"
 wait $old_pid
+kill -STOP -- -$matmul_pid 2>/dev/null && stamp "test_matmul_gpu build stopped for the benchmarks"
 for ((r = 1; r <= ${ROUNDS:-1}; ++r)); do
   for b in "${benches[@]}"; do
     for side in old new; do
@@ -87,6 +91,7 @@ for ((r = 1; r <= ${ROUNDS:-1}; ++r)); do
     stamp "fusex-tour $side r$r exit $?"
   done
 done
+kill -CONT -- -$matmul_pid 2>/dev/null && stamp "test_matmul_gpu build continued"
 wait $matmul_pid
 if [ -x build/ab-new/tests/matmul/test_matmul_gpu ]; then
   (cd build/ab-new && ctest -R '^test_matmul_gpu' --timeout 300 --output-on-failure > "$L/ctest-matmul.log" 2>&1)

@@ -22,7 +22,7 @@
 
 namespace fusex::detail {
 
-// Defined in <fusex/eval.hpp>: the host backend's elementwise loop.
+// Defined in <fusex/dispatch/elementwise.hpp>: the host backend's elementwise loop.
 template <class... T, class... E>
 void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs);
 

@@ -16,7 +16,16 @@
 
 namespace fusex::detail {
 
-template <std::size_t I, class T, bool = std::is_empty_v<T> && !std::is_final_v<T>>
+template <class... Ts>
+struct tuple;
+template <class T>
+struct is_detail_tuple : std::false_type {};
+template <class... Ts>
+struct is_detail_tuple<tuple<Ts...>> : std::true_type {};
+
+// An empty element becomes a base (no storage), except a tuple: its own leaves would then be bases
+// of the outer tuple too, and get<I> would find two leaves of index I.
+template <std::size_t I, class T, bool = std::is_empty_v<T> && !std::is_final_v<T> && !is_detail_tuple<T>::value>
 struct tuple_leaf {
   T value;
   FUSEX_HD constexpr T& get() noexcept { return value; }
@@ -41,7 +50,8 @@ struct tuple : tuple_storage<std::index_sequence_for<Ts...>, Ts...> {
   FUSEX_HD constexpr tuple() : tuple_storage<std::index_sequence_for<Ts...>, Ts...>{} {}
   template <class... Us,
             class = std::enable_if_t<sizeof...(Us) == sizeof...(Ts) && (sizeof...(Ts) > 0) &&
-                                     !(sizeof...(Us) == 1 && (std::is_same_v<std::decay_t<Us>, tuple> && ...))>>
+                                     !(sizeof...(Us) == 1 && (std::is_same_v<std::decay_t<Us>, tuple> && ...))>,
+            class = std::enable_if_t<(std::is_constructible_v<Ts, Us&&> && ...)>>
   FUSEX_HD constexpr tuple(Us&&... us)
       : tuple_storage<std::index_sequence_for<Ts...>, Ts...>{{static_cast<Us&&>(us)}...} {}
 };
@@ -65,6 +75,11 @@ template <std::size_t I, class... Ts>
 FUSEX_HD FUSEX_FORCEINLINE constexpr decltype(auto) get(const tuple<Ts...>& t) noexcept {
   return leaf_at<I>(t).get();
 }
+template <std::size_t I, class... Ts>
+FUSEX_HD FUSEX_FORCEINLINE constexpr decltype(auto) get(tuple<Ts...>&& t) noexcept {
+  using T = std::remove_reference_t<decltype(leaf_at<I>(t).get())>;
+  return static_cast<T&&>(leaf_at<I>(t).get());
+}
 
 template <class T>
 struct tuple_size;
@@ -78,6 +93,10 @@ struct tuple_element;
 template <std::size_t I, class... Ts>
 struct tuple_element<I, tuple<Ts...>> {
   using type = std::remove_reference_t<decltype(get<I>(std::declval<tuple<Ts...>&>()))>;
+};
+template <std::size_t I, class T>
+struct tuple_element<I, const T> {
+  using type = const typename tuple_element<I, T>::type;
 };
 template <std::size_t I, class T>
 using tuple_element_t = typename tuple_element<I, T>::type;
