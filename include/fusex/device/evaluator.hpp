@@ -9,6 +9,7 @@
 #include <fusex/core/view.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/reduce.hpp>
+#include <fusex/expr/detail/tree.hpp>
 #include <fusex/plan/cache_roles.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
@@ -60,9 +61,6 @@ struct leaf_eval {
   using compute_type = compute_t<T>;
   const T* p;
   Index stride[max_rank];
-
-  template <class F>
-  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
 
   // The innermost stride, read with compile-time indices (a run-time index would copy the
   // stride array to local memory).
@@ -131,9 +129,6 @@ struct scalar_eval {
   using compute_type = compute_t<T>;
   compute_type value;
 
-  template <class F>
-  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
-
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx&) const {
     vec<compute_type, V> r;
@@ -154,20 +149,21 @@ struct map_eval {
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     return apply<V>(c, ctx, std::index_sequence_for<Children...>{});
   }
-  /// Calls f(node) for every reduction evaluator below this node, children before parents.
-  template <class F>
-  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F& f) const {
-    visit_children(f, std::index_sequence_for<Children...>{});
+
+  // The inner node interface (expr/detail/tree.hpp).
+  static constexpr std::size_t arity = sizeof...(Children);
+  template <std::size_t I>
+  FUSEX_HD FUSEX_FORCEINLINE const auto& child_at() const {
+    return fusex::detail::get<I>(children);
+  }
+  template <class... C>
+  FUSEX_HD FUSEX_FORCEINLINE map_eval<Op, C...> with_children(const C&... c) const {
+    return map_eval<Op, C...>{op, {c...}};
   }
 
  private:
   template <std::size_t I>
   using operand_t = typename Op::template operand<I, typename Children::value_type...>;
-
-  template <class F, std::size_t... I>
-  FUSEX_HD FUSEX_FORCEINLINE void visit_children(F& f, std::index_sequence<I...>) const {
-    (fusex::detail::get<I>(children).visit_reductions(f), ...);
-  }
 
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable
@@ -222,10 +218,16 @@ struct reduce_eval {
     for (int l = 0; l < V; ++l) r.v[l] = x;
     return r;
   }
-  template <class F>
-  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F& f) const {
-    child.visit_reductions(f);
-    f(*this);
+
+  // The inner node interface (expr/detail/tree.hpp).
+  static constexpr std::size_t arity = 1;
+  template <std::size_t I>
+  FUSEX_HD FUSEX_FORCEINLINE const Child& child_at() const {
+    return child;
+  }
+  template <class C>
+  FUSEX_HD FUSEX_FORCEINLINE reduce_eval<Op, C> with_children(const C& c) const {
+    return reduce_eval<Op, C>{op, c, slot};
   }
 };
 
@@ -244,27 +246,34 @@ template <class... Ts, class T>
 struct type_list_add<type_list<Ts...>, T> {
   using type = std::conditional_t<(std::is_same_v<T, Ts> || ...), type_list<Ts...>, type_list<Ts..., T>>;
 };
-template <class E, class L>
-struct leaf_types_into {
-  using type = L;
-};  // scalars
-template <class L, class... C>
-struct leaf_types_fold {
-  using type = L;
+// The types of list B not in list A, appended to A.
+template <class A, class B>
+struct type_list_merge {
+  using type = A;
 };
-template <class L, class C0, class... C>
-struct leaf_types_fold<L, C0, C...> : leaf_types_fold<typename leaf_types_into<C0, L>::type, C...> {};
-template <class T, class Index, class L>
-struct leaf_types_into<leaf_eval<T, Index>, L> {
-  using type = typename type_list_add<L, std::remove_const_t<T>>::type;
+template <class A, class B0, class... B>
+struct type_list_merge<A, type_list<B0, B...>> : type_list_merge<typename type_list_add<A, B0>::type, type_list<B...>> {};
+template <class N, class... K>
+struct leaf_types_f {  // terminals other than leaves: none
+  using type = type_list<>;
 };
-template <class Op, class... C, class L>
-struct leaf_types_into<map_eval<Op, C...>, L> : leaf_types_fold<L, C...> {};
-template <class Op, class C, class L>
-struct leaf_types_into<reduce_eval<Op, C>, L> : leaf_types_into<C, L> {};
+template <class... K>
+struct type_lists_merge;
+template <>
+struct type_lists_merge<> {
+  using type = type_list<>;
+};
+template <class L0, class... L>
+struct type_lists_merge<L0, L...> : type_list_merge<L0, typename type_lists_merge<L...>::type> {};
+template <class N, class K0, class... K>
+struct leaf_types_f<N, K0, K...> : type_lists_merge<K0, K...> {};  // inner nodes: merged left to right
+template <class T, class Index>
+struct leaf_types_f<leaf_eval<T, Index>> {
+  using type = type_list<std::remove_const_t<T>>;
+};
 /// The distinct stored types of an evaluator's leaves, in first-visit order.
 template <class E>
-using leaf_types_t = typename leaf_types_into<E, type_list<>>::type;
+using leaf_types_t = fold_type_t<E, leaf_types_f>;
 
 template <class L>
 struct type_list_bytes;
@@ -336,8 +345,6 @@ struct cached_leaf_eval {
       leaf.prefetch(c);
     }
   }
-  template <class F>
-  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     static_assert(V == W, "fusex: internal: a cached leaf is read with its own vector width");
@@ -349,59 +356,41 @@ struct cached_leaf_eval {
 /// The cached form of an evaluator tree: leaves become cached_leaf_eval with their role (from
 /// `modes`, leaves numbered in visit order by `next`), the rest is rebuilt around them
 /// (reduction slots kept).
-template <int W, int K, bool Dense, class Index, class T>
-FUSEX_HD FUSEX_FORCEINLINE cached_leaf_eval<T, Index, W, K, Dense> make_cached(const leaf_eval<T, Index>& e,
-                                                                               std::uint64_t modes, int& next) {
-  const int i = next++;
-  return cached_leaf_eval<T, Index, W, K, Dense>{e, i < 32 ? static_cast<int>((modes >> (2 * i)) & 3u) : leaf_uncached};
-}
-template <int W, int K, bool Dense, class Index, class T>
-FUSEX_HD FUSEX_FORCEINLINE scalar_eval<T> make_cached(const scalar_eval<T>& e, std::uint64_t, int&) {
-  return e;
-}
-template <int W, int K, bool Dense, class Index, class Op, class... C, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::uint64_t modes, int& next,
-                                                std::index_sequence<I...>);
-template <int W, int K, bool Dense, class Index, class Op, class... C>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const map_eval<Op, C...>& e, std::uint64_t modes, int& next) {
-  return make_cached_map<W, K, Dense, Index>(e, modes, next, std::index_sequence_for<C...>{});
-}
-template <int W, int K, bool Dense, class Index, class Op, class C>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const reduce_eval<Op, C>& e, std::uint64_t modes, int& next) {
-  auto child = make_cached<W, K, Dense, Index>(e.child, modes, next);
-  return reduce_eval<Op, decltype(child)>{e.op, child, e.slot};
-}
-template <int W, int K, bool Dense, class Index, class Op, class... C, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE auto make_cached_map(const map_eval<Op, C...>& e, std::uint64_t modes, int& next,
-                                                std::index_sequence<I...>) {
-  using result = map_eval<Op, decltype(make_cached<W, K, Dense, Index>(fusex::detail::get<I>(e.children), modes,
-                                                                       std::declval<int&>()))...>;
-  // Braced initialisation: children are numbered left to right, in visit order.
-  return result{e.op, {make_cached<W, K, Dense, Index>(fusex::detail::get<I>(e.children), modes, next)...}};
+template <int W, int K, bool Dense, class Index>
+struct cache_builder : rebuild_tree {
+  std::uint64_t modes;
+  int next;
+  using rebuild_tree::operator();
+  template <class T>
+  FUSEX_HD FUSEX_FORCEINLINE cached_leaf_eval<T, Index, W, K, Dense> operator()(const leaf_eval<T, Index>& e) {
+    const int i = next++;
+    return cached_leaf_eval<T, Index, W, K, Dense>{e, i < 32 ? static_cast<int>((modes >> (2 * i)) & 3u) : leaf_uncached};
+  }
+};
+template <int W, int K, bool Dense, class Index, class E>
+FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const E& e, std::uint64_t modes) {
+  cache_builder<W, K, Dense, Index> b{{}, modes, 0};
+  return fold_tree(e, b);
 }
 
 /// Loads chunk k of every owner leaf of the tree at coordinate c into `set`.
-template <int k, class Index, int R, class T, class Set>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const scalar_eval<T>&, const coord<Index, R>&, Set&) {}
-template <int k, class Index, int R, class T, int W, int K, bool Dense, class Set>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const cached_leaf_eval<T, Index, W, K, Dense>& e, const coord<Index, R>& c,
-                                            Set& set) {
-  e.template fill<k>(c, set);
-}
-template <int k, class Index, int R, class Op, class C, class Set>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set);
-template <int k, class Index, int R, class Op, class... C, class Set, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached_map(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set,
-                                                std::index_sequence<I...>) {
-  (fill_cached<k>(fusex::detail::get<I>(e.children), c, set), ...);
-}
-template <int k, class Index, int R, class Op, class... C, class Set>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const map_eval<Op, C...>& e, const coord<Index, R>& c, Set& set) {
-  fill_cached_map<k>(e, c, set, std::index_sequence_for<C...>{});
-}
-template <int k, class Index, int R, class Op, class C, class Set>
-FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const reduce_eval<Op, C>& e, const coord<Index, R>& c, Set& set) {
-  fill_cached<k>(e.child, c, set);
+template <int k, class Index, int R, class Set>
+struct cache_filler {
+  const coord<Index, R>& c;
+  Set& set;
+  template <class T, int W, int K, bool Dense>
+  FUSEX_HD FUSEX_FORCEINLINE void operator()(const cached_leaf_eval<T, Index, W, K, Dense>& e, int) const {
+    e.template fill<k>(c, set);
+  }
+  template <class N>
+  FUSEX_HD FUSEX_FORCEINLINE int operator()(const N&, int) const {
+    return 0;
+  }
+};
+template <int k, class Index, int R, class E, class Set>
+FUSEX_HD FUSEX_FORCEINLINE void fill_cached(const E& e, const coord<Index, R>& c, Set& set) {
+  cache_filler<k, Index, R, Set> f{c, set};
+  visit_tree(e, f, 0);
 }
 
 // --- the roles an expression's structure predicts ----------------------------------------------
@@ -420,128 +409,112 @@ struct static_leaf {
   bool usable;  // a fusex dtype (a user type is never cached)
   bool in_reduction;
 };
-template <int N>
-struct static_leaves {
-  static_leaf v[N > 0 ? N : 1] = {};
-  int n = 0;
+// The leaves in visit order (the order make_cached numbers them), each with its type and whether it
+// is inside a reduction.
+template <class T, bool InReduction>
+struct leaf_entry {};
+template <class L>
+struct mark_in_reduction;
+template <class... T, bool... B>
+struct mark_in_reduction<type_list<leaf_entry<T, B>...>> {
+  using type = type_list<leaf_entry<T, true>...>;
 };
-
-/// Leaves of an evaluator tree (scalars are not leaves).
-template <class E>
-struct eval_leaf_count : std::integral_constant<int, 0> {};
+template <class A, class B>
+struct type_list_cat2;
+template <class... A, class... B>
+struct type_list_cat2<type_list<A...>, type_list<B...>> {
+  using type = type_list<A..., B...>;
+};
+template <class... L>
+struct type_list_cat {
+  using type = type_list<>;
+};
+template <class L0, class... L>
+struct type_list_cat<L0, L...> : type_list_cat2<L0, typename type_list_cat<L...>::type> {};
+template <class N, class... K>
+struct leaf_entries_f : type_list_cat<K...> {};  // inner nodes: the children's, in order; terminals: none
 template <class T, class Index>
-struct eval_leaf_count<leaf_eval<T, Index>> : std::integral_constant<int, 1> {};
-template <class Op, class... C>
-struct eval_leaf_count<map_eval<Op, C...>> : std::integral_constant<int, (0 + ... + eval_leaf_count<C>::value)> {};
-template <class Op, class C>
-struct eval_leaf_count<reduce_eval<Op, C>> : eval_leaf_count<C> {};
+struct leaf_entries_f<leaf_eval<T, Index>> {
+  using type = type_list<leaf_entry<std::remove_const_t<T>, false>>;
+};
+template <class Op, class C, class K>
+struct leaf_entries_f<reduce_eval<Op, C>, K> : mark_in_reduction<K> {};
 
-// The leaves in visit order (the order make_cached numbers them).
-template <class Types, class E>
-struct collect_leaves {
-  template <int N>
-  static constexpr void run(static_leaves<N>&, bool) {}
-};
-template <class... Ts, class T, class Index>
-struct collect_leaves<type_list<Ts...>, leaf_eval<T, Index>> {
-  template <int N>
-  static constexpr void run(static_leaves<N>& l, bool in_reduction) {
-    using R = std::remove_const_t<T>;
-    l.v[l.n++] = static_leaf{static_cast<int>(type_index<R, Ts...>::value), is_dtype_v<R>, in_reduction};
-  }
-};
-template <class Types, class Op, class... C>
-struct collect_leaves<Types, map_eval<Op, C...>> {
-  template <int N>
-  static constexpr void run(static_leaves<N>& l, bool in_reduction) {
-    (collect_leaves<Types, C>::run(l, in_reduction), ...);
-  }
-};
-template <class Types, class Op, class C>
-struct collect_leaves<Types, reduce_eval<Op, C>> {
-  template <int N>
-  static constexpr void run(static_leaves<N>& l, bool) {
-    collect_leaves<Types, C>::run(l, true);
-  }
+template <class Types, class Entries>
+struct static_leaves_of;
+template <class... Ts, class... T, bool... B>
+struct static_leaves_of<type_list<Ts...>, type_list<leaf_entry<T, B>...>> {
+  static constexpr int size = sizeof...(T);
+  static constexpr static_leaf v[sizeof...(T) > 0 ? sizeof...(T) : 1] = {
+      static_leaf{static_cast<int>(type_index<T, Ts...>::value), is_dtype_v<T>, B}...};
 };
 
 template <class E>
 constexpr std::uint64_t predict_cache_modes() {
-  constexpr int N = eval_leaf_count<E>::value;
-  static_leaves<N> l{};
-  collect_leaves<leaf_types_t<E>, E>::run(l, false);
+  using leaves = static_leaves_of<leaf_types_t<E>, fold_type_t<E, leaf_entries_f>>;
+  constexpr int N = leaves::size;
+  const auto& l = leaves::v;
   // The predicted operand of each leaf: 0 for its type's main operand, else one of its own.
   int operand[N > 0 ? N : 1] = {};
   for (int i = 0; i < N; ++i) {
     bool reduced_later = false;
-    for (int j = i + 1; j < N && !reduced_later; ++j) reduced_later = l.v[j].in_reduction && l.v[j].type == l.v[i].type;
-    operand[i] = l.v[i].in_reduction || reduced_later ? 0 : i + 1;
+    for (int j = i + 1; j < N && !reduced_later; ++j) reduced_later = l[j].in_reduction && l[j].type == l[i].type;
+    operand[i] = l[i].in_reduction || reduced_later ? 0 : i + 1;
   }
   int cached = 0;
   return cache_roles(
-      N, [&](int i) { return l.v[i].usable; }, [&](int a, int b) { return l.v[a].type == l.v[b].type; },
-      [&](int a, int b) { return l.v[a].type == l.v[b].type && operand[a] == operand[b]; }, cached);
+      N, [&](int i) { return l[i].usable; }, [&](int a, int b) { return l[a].type == l[b].type; },
+      [&](int a, int b) { return l[a].type == l[b].type && operand[a] == operand[b]; }, cached);
 }
 /// The cache roles (row_params::cache_modes) the structure of evaluator E predicts.
 template <class E>
 struct predicted_cache_modes : std::integral_constant<std::uint64_t, predict_cache_modes<E>()> {};
 
+template <class N, class... K>
+struct max_leaf_size_f : max_of<K...> {};
+template <class T>
+struct max_leaf_size_f<leaf_node<T>> : std::integral_constant<int, static_cast<int>(sizeof(T))> {};
 /// The widest stored element (bytes) of the leaves of an expression node (0 without leaves):
 /// kernels read 16 / widest elements per vector.
 template <class N>
-struct max_leaf_size {
-  static constexpr int value = 0;
-};
-template <class T>
-struct max_leaf_size<leaf_node<T>> {
-  static constexpr int value = sizeof(typename leaf_node<T>::value_type);
-};
-template <class Op, class... A>
-struct max_leaf_size<map_node<Op, A...>> {
-  static constexpr int value = [] {
-    int m = 0;
-    ((m = max_leaf_size<A>::value > m ? max_leaf_size<A>::value : m), ...);
-    return m;
-  }();
-};
+using max_leaf_size = fold_type_t<N, max_leaf_size_f>;
 
-template <class Op, class C>
-struct max_leaf_size<reduce_node<Op, C>> {
-  static constexpr int value = max_leaf_size<C>::value;
-};
-
+template <class N, class... K>
+struct reduction_depth_f : max_of<K...> {};
+template <class Op, class C, class K>
+struct reduction_depth_f<reduce_eval<Op, C>, K> : std::integral_constant<int, K::value + 1> {};
 /// How deeply reductions nest in an evaluator: 0 without reductions; a reduction is one deeper
 /// than its operand. A reduction's *level* is its operand's depth: the row kernel computes all
 /// reductions of one level in one pass over the row (layer_norm's mean and variance share it),
 /// and takes one pass per level.
 template <class E>
-struct reduction_depth : std::integral_constant<int, 0> {};
-template <class Op, class... C>
-struct reduction_depth<map_eval<Op, C...>> : std::integral_constant<int, std::max({0, reduction_depth<C>::value...})> {
-};
-template <class Op, class C>
-struct reduction_depth<reduce_eval<Op, C>> : std::integral_constant<int, reduction_depth<C>::value + 1> {};
+using reduction_depth = fold_type_t<E, reduction_depth_f>;
 
-/// Pointers to the reductions of level L below `e`, as a tuple (leaves and scalars have none).
-template <int L, class E>
-FUSEX_HD FUSEX_FORCEINLINE fusex::detail::tuple<> gather_level(const E&) {
-  return {};
-}
-template <int L, class Op, class... C, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE auto gather_level_children(const map_eval<Op, C...>& m, std::index_sequence<I...>) {
-  return fusex::detail::tuple_cat(gather_level<L>(fusex::detail::get<I>(m.children))...);
-}
-template <int L, class Op, class... C>
-FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const map_eval<Op, C...>& m) {
-  return gather_level_children<L>(m, std::index_sequence_for<C...>{});
-}
-template <int L, class Op, class C>
-FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const reduce_eval<Op, C>& r) {
-  if constexpr (reduction_depth<C>::value == L) {
-    return fusex::detail::tuple_cat(gather_level<L>(r.child), fusex::detail::tuple<const reduce_eval<Op, C>*>(&r));
-  } else {
-    return gather_level<L>(r.child);
+/// Pointers to the reductions of level L below an evaluator, as a tuple (leaves and scalars have
+/// none).
+template <int L>
+struct level_gatherer {
+  template <class N>
+  FUSEX_HD FUSEX_FORCEINLINE tuple<> operator()(const N&) const {
+    return {};
   }
+  template <class N, class... K>
+  FUSEX_HD FUSEX_FORCEINLINE auto operator()(const N&, const K&... k) const {
+    return tuple_cat(k...);
+  }
+  template <class Op, class C, class K>
+  FUSEX_HD FUSEX_FORCEINLINE auto operator()(const reduce_eval<Op, C>& r, const K& k) const {
+    if constexpr (reduction_depth<C>::value == L) {
+      return tuple_cat(k, tuple<const reduce_eval<Op, C>*>(&r));
+    } else {
+      return k;
+    }
+  }
+};
+template <int L, class E>
+FUSEX_HD FUSEX_FORCEINLINE auto gather_level(const E& e) {
+  level_gatherer<L> g;
+  return fold_tree(e, g);
 }
 
 /// A destination: where computed values are stored, converted to T.
@@ -599,70 +572,48 @@ out_eval<T, Index> make_out_evaluator(const view<T>&, const operand_layout& o) {
 }
 
 // --- building evaluators from nodes ---------------------------------------------------------------
-template <class Node, class Index>
-struct evaluator_of;
-template <class T, class Index>
-struct evaluator_of<leaf_node<T>, Index> {
-  using type = leaf_eval<typename leaf_node<T>::value_type, Index>;
-};
-template <class T, class Index>
-struct evaluator_of<scalar_node<T>, Index> {
-  using type = scalar_eval<T>;
-};
-template <class Op, class Child, class Index>
-struct evaluator_of<reduce_node<Op, Child>, Index> {
-  using type = reduce_eval<Op, typename evaluator_of<Child, Index>::type>;
-};
-template <class Op, class... Args, class Index>
-struct evaluator_of<map_node<Op, Args...>, Index> {
-  using type = map_eval<Op, typename evaluator_of<Args, Index>::type...>;
-};
-template <class Node, class Index>
-using evaluator_t = typename evaluator_of<Node, Index>::type;
-
-/// The planned leaves (strides in the kernel's index space), in the order visit_leaves reports
-/// them.
+/// Builds the evaluator of an expression (a fold_tree visitor): each leaf takes the next planned
+/// operand's strides (in the kernel's index space, in the order visit_leaves reports leaves), each
+/// reduction the next result slot (post-order). Another layer's terminal (matmul) brings its
+/// evaluator through an overload of make_evaluator(node, leaf_strides_source<Index>&).
 template <class Index>
 struct leaf_strides_source {
   const operand_layout* leaves;
   int next = 0;
   int next_slot = 0;  // reduction slots, assigned in post-order
+
+  template <class T>
+  leaf_eval<T, Index> operator()(const leaf_node<T>&) {
+    const operand_layout& o = leaves[next++];
+    leaf_eval<T, Index> e{static_cast<const T*>(o.data), {}};  // (advanced in a launch in pieces)
+    const std::int64_t* s = o.s;
+    for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(s[d]);
+    return e;
+  }
+  template <class T>
+  scalar_eval<T> operator()(const scalar_node<T>& n) {
+    return scalar_eval<T>{n.value};
+  }
+  template <class Op, class... A, class... K>
+  map_eval<Op, K...> operator()(const map_node<Op, A...>& n, const K&... k) {
+    return map_eval<Op, K...>{n.op, {k...}};
+  }
+  template <class Op, class C, class K>
+  reduce_eval<Op, K> operator()(const reduce_node<Op, C>& n, const K& k) {
+    return reduce_eval<Op, K>{n.op, k, next_slot++};
+  }
+  template <class N>
+  auto operator()(const N& n) -> decltype(make_evaluator(n, *this)) {
+    return make_evaluator(n, *this);
+  }
 };
 
-template <class Index, class T>
-leaf_eval<T, Index> make_evaluator(const leaf_node<T>&, leaf_strides_source<Index>& src) {
-  const operand_layout& o = src.leaves[src.next++];
-  leaf_eval<T, Index> e{static_cast<const T*>(o.data), {}};  // (advanced in a launch in pieces)
-  const std::int64_t* s = o.s;
-  for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(s[d]);
-  return e;
+/// The evaluator of an expression.
+template <class Index, class E>
+auto build_evaluator(const E& e, leaf_strides_source<Index>& src) {
+  return fold_tree(e, src);
 }
-template <class Index, class T>
-scalar_eval<T> make_evaluator(const scalar_node<T>& n, leaf_strides_source<Index>&) {
-  return scalar_eval<T>{n.value};
-}
-template <class Index, class Op, class... Args, std::size_t... I>
-evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, Args...>& n,
-                                                             leaf_strides_source<Index>& src,
-                                                             std::index_sequence<I...>);
-template <class Index, class Op, class Child>
-evaluator_t<reduce_node<Op, Child>, Index> make_evaluator(const reduce_node<Op, Child>& n,
-                                                          leaf_strides_source<Index>& src) {
-  auto child = make_evaluator(n.child, src);
-  return evaluator_t<reduce_node<Op, Child>, Index>{n.op, child, src.next_slot++};
-}
-template <class Index, class Op, class... Args>
-evaluator_t<map_node<Op, Args...>, Index> make_evaluator(const map_node<Op, Args...>& n,
-                                                         leaf_strides_source<Index>& src) {
-  return make_map_evaluator(n, src, std::index_sequence_for<Args...>{});
-}
-template <class Index, class Op, class... Args, std::size_t... I>
-evaluator_t<map_node<Op, Args...>, Index> make_map_evaluator(const map_node<Op, Args...>& n,
-                                                             leaf_strides_source<Index>& src,
-                                                             std::index_sequence<I...>) {
-  // Braced initialisation evaluates left to right, so leaves take their strides in visit order.
-  return evaluator_t<map_node<Op, Args...>, Index>{
-      n.op, fusex::detail::tuple<evaluator_t<Args, Index>...>{make_evaluator(fusex::detail::get<I>(n.args), src)...}};
-}
+template <class Node, class Index>
+using evaluator_t = fold_tree_t<Node, leaf_strides_source<Index>>;
 
 }  // namespace fusex::detail

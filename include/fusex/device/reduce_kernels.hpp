@@ -381,8 +381,7 @@ __device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, c
                                              std::uint64_t* slots, unsigned char* scratch,
                                              std::integer_sequence<int, L...>,
                                              std::integer_sequence<int, K...> chunks) {
-  int next_leaf = 0;
-  const auto ce = make_cached<W, sizeof...(K), Dense, Index>(expr, modes, next_leaf);
+  const auto ce = make_cached<W, sizeof...(K), Dense, Index>(expr, modes);
   row_cache_set<W, sizeof...(K), leaf_types_t<Expr>> set;
   (cached_fill<W, K>(ce, p, row, active, lane, set), ...);
   (cached_level_pass<W, L>(ce, p, row, active, lane, slots, scratch, set, chunks), ...);

@@ -93,7 +93,7 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
                         dshape.str());
     }
     auto add_leaf = [&](const leaf_info& li) { pe.ops[k++] = operand_from_leaf(li); };
-    e.visit_leaves(add_leaf);
+    visit_leaves(e, add_leaf);
   };
   (add_expr(exprs), ...);
   plan_elementwise(pe.ops.data(), n_out, k, vector_width_of<std::tuple<view<T>...>, E...>::value, pe.layout);
@@ -106,7 +106,7 @@ auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::ind
   using result = fusex::detail::tuple<assignment<out_eval<T, Index>, evaluator_t<E, Index>>...>;
   // Braced initialisation runs left to right: expressions take their leaves in order.
   return result{assignment<out_eval<T, Index>, evaluator_t<E, Index>>{
-      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), make_evaluator(exprs, src)}...};
+      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), build_evaluator(exprs, src)}...};
 }
 
 }  // namespace detail

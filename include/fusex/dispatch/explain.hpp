@@ -18,50 +18,67 @@ namespace fusex::detail {
 // --- the plan printer ----------------------------------------------------------------------------
 inline void indent(std::string& out, int depth) { out.append(static_cast<std::size_t>(depth) * 2, ' '); }
 
-template <class T>
-void describe_node(const leaf_node<T>&, std::string& out, int depth, const operand_layout*& leaf,
-                   const elementwise_layout& L) {
-  const operand_layout& o = *leaf++;
-  indent(out, depth);
-  out += "view " + operand_text(o);
-  if (o.shape != L.shape) out += " (broadcast)";
-  out += '\n';
-}
-template <class T>
-void describe_node(const scalar_node<T>& n, std::string& out, int depth, const operand_layout*&,
-                   const elementwise_layout&) {
-  indent(out, depth);
-  out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + '\n';
-}
-template <class Op, class C>
-void describe_node(const reduce_node<Op, C>& n, std::string& out, int depth, const operand_layout*& leaf,
-                   const elementwise_layout& L) {
-  indent(out, depth);
-  out += std::string(Op::name) + " over axes [";
-  bool first = true;
-  for (int d = 0; d < max_rank; ++d)
-    if (n.mask & (1u << d)) {
-      out += (first ? "" : ", ") + std::to_string(d);
-      first = false;
+/// Prints an expression tree, one node per line indented by its depth (a visit_tree visitor). With
+/// `leaf` pointing at the planned operands (in visit order), leaves show their planned layout and
+/// whether they broadcast to `full`; without, their own view. Terminals of other layers (matmul)
+/// describe themselves through an overload of describe_terminal(node, const tree_printer&) (found
+/// by argument-dependent lookup through the printer).
+struct tree_printer {
+  std::string& out;
+  const operand_layout* leaf = nullptr;
+  const shape_t* full = nullptr;
+
+  template <class T>
+  void operator()(const leaf_node<T>& n, int depth) {
+    indent(out, depth);
+    if (leaf != nullptr) {
+      const operand_layout& o = *leaf++;
+      out += "view " + operand_text(o);
+      if (full != nullptr && o.shape != *full) out += " (broadcast)";
+    } else {
+      out += std::string("view ") + dtype_name<typename leaf_node<T>::value_type>() + " " + n.v.shape().str() +
+             " strides " + n.v.strides().str();
     }
-  out += std::string("]") + (n.keep ? " keepdim" : "") + " -> " +
-         dtype_name<typename reduce_node<Op, C>::value_type>() + '\n';
-  describe_node(n.child, out, depth + 1, leaf, L);
-}
-template <class Op, class... A, std::size_t... I>
-void describe_children(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
-                       const elementwise_layout& L, std::index_sequence<I...>);
-template <class Op, class... A>
-void describe_node(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
-                   const elementwise_layout& L) {
-  indent(out, depth);
-  out += std::string(Op::name) + " -> " + dtype_name<typename map_node<Op, A...>::value_type>() + '\n';
-  describe_children(n, out, depth + 1, leaf, L, std::index_sequence_for<A...>{});
-}
-template <class Op, class... A, std::size_t... I>
-void describe_children(const map_node<Op, A...>& n, std::string& out, int depth, const operand_layout*& leaf,
-                       const elementwise_layout& L, std::index_sequence<I...>) {
-  (describe_node(fusex::detail::get<I>(n.args), out, depth, leaf, L), ...);
+    out += '\n';
+  }
+  template <class T>
+  void operator()(const scalar_node<T>& n, int depth) {
+    indent(out, depth);
+    out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + '\n';
+  }
+  template <class Op, class... A>
+  int operator()(const map_node<Op, A...>&, int depth) {
+    indent(out, depth);
+    out += std::string(Op::name) + " -> " + dtype_name<typename map_node<Op, A...>::value_type>() + '\n';
+    return depth + 1;
+  }
+  template <class Op, class C>
+  int operator()(const reduce_node<Op, C>& n, int depth) {
+    indent(out, depth);
+    out += std::string(Op::name) + " over axes [";
+    bool first = true;
+    for (int d = 0; d < max_rank; ++d)
+      if (n.mask & (1u << d)) {
+        out += (first ? "" : ", ") + std::to_string(d);
+        first = false;
+      }
+    out += std::string("]") + (n.keep ? " keepdim" : "") + " -> " +
+           dtype_name<typename reduce_node<Op, C>::value_type>() + '\n';
+    return depth + 1;
+  }
+  template <class N>
+  void operator()(const N& n, int depth) {
+    indent(out, depth);
+    out += describe_terminal(n, *this) + '\n';
+  }
+};
+/// Appends the tree of `e` to `out` at indentation `depth`; returns the planned leaves after its own.
+template <class E>
+const operand_layout* describe_tree(const E& e, std::string& out, int depth,
+                                    const operand_layout* planned_leaves = nullptr, const shape_t* full = nullptr) {
+  tree_printer p{out, planned_leaves, full};
+  visit_tree(e, p, depth);
+  return p.leaf;
 }
 
 template <class... T, class... E>
@@ -103,11 +120,8 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
              (R.index64 ? " (2^31 elements or more: launched in " + pieces + " pieces of at most " +
                               std::to_string(R.rows_per_piece) + " rows)\n"
                         : std::string("\n"));
-      elementwise_layout L;
-      L.shape = R.full;
-      const operand_layout* leaf = ro.ops.data() + 1;
       out += "  destination: " + operand_text(ro.ops[0]) + " <-\n";
-      describe_node(e, out, 2, leaf, L);
+      describe_tree(e, out, 2, ro.ops.data() + 1, &R.full);
       return out;
     }
     why = R.why_not;
@@ -148,7 +162,7 @@ std::string explain_impl(const std::tuple<view<T>...>& dsts, const E&... exprs) 
   int i = 0;
   auto one = [&](const auto& e) {
     out += "  destination " + std::to_string(i) + ": " + operand_text(pe.ops[static_cast<std::size_t>(i)]) + " <-\n";
-    describe_node(e, out, 2, leaf, L);
+    leaf = describe_tree(e, out, 2, leaf, &L.shape);
     ++i;
   };
   (one(exprs), ...);

@@ -26,70 +26,46 @@ namespace fusex::detail {
 template <class... T, class... E>
 void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs);
 
-// --- walking the host tree -----------------------------------------------------------------------
-template <class T>
-void collect_reductions(const leaf_node<T>&, std::vector<reduction_info>&) {}
-template <class T>
-void collect_reductions(const scalar_node<T>&, std::vector<reduction_info>&) {}
-template <class Op, class... A>
-void collect_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out);
-template <class Op, class... A, std::size_t... I>
-void collect_map_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out, std::index_sequence<I...>);
-template <class Op, class C>
-void collect_reductions(const reduce_node<Op, C>& n, std::vector<reduction_info>& out) {
-  collect_reductions(n.child, out);
-  out.push_back({n.child.shape(), n.mask, Op::name});
-}
-template <class Op, class... A, std::size_t... I>
-void collect_map_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out, std::index_sequence<I...>) {
-  (collect_reductions(fusex::detail::get<I>(n.args), out), ...);
-}
-template <class Op, class... A>
-void collect_reductions(const map_node<Op, A...>& n, std::vector<reduction_info>& out) {
-  collect_map_reductions(n, out, std::index_sequence_for<A...>{});
+// --- the reductions of an expression, in post-order (the order of their row-kernel slots) -------
+struct reduction_collector {
+  std::vector<reduction_info>& out;
+  template <class N, class... K>
+  int operator()(const N&, const K&...) const {
+    return 0;
+  }
+  template <class Op, class C>
+  int operator()(const reduce_node<Op, C>& n, int) const {
+    out.push_back({n.child.shape(), n.mask, Op::name});
+    return 0;
+  }
+};
+template <class E>
+void collect_reductions(const E& e, std::vector<reduction_info>& out) {
+  reduction_collector c{out};
+  fold_tree(e, c);
 }
 
 // --- materialisation: each reduction replaced by a leaf over its computed result ---------------
-template <class N>
-struct materialized {
-  using type = N;
-};
-template <class Op, class... A>
-struct materialized<map_node<Op, A...>> {
-  using type = map_node<Op, typename materialized<A>::type...>;
-};
 // A materialised reduction is kept in its compute type (float for float16/bfloat16 results), as
 // the row kernel keeps it, so the two strategies round alike.
 template <class Op, class C>
-struct materialized<reduce_node<Op, C>> {
-  using type = leaf_node<compute_t<typename reduce_node<Op, C>::value_type>>;
-};
-template <class N>
-using materialized_t = typename materialized<N>::type;
+using materialized_reduction_t = leaf_node<compute_t<typename reduce_node<Op, C>::value_type>>;
 
-template <class R, class T>
-leaf_node<T> materialize(const leaf_node<T>& n, R&) {
-  return n;
-}
-template <class R, class T>
-scalar_node<T> materialize(const scalar_node<T>& n, R&) {
-  return n;
-}
-template <class R, class Op, class... A, std::size_t... I>
-materialized_t<map_node<Op, A...>> materialize_map(const map_node<Op, A...>& n, R& r, std::index_sequence<I...>);
-template <class R, class Op, class C>
-materialized_t<reduce_node<Op, C>> materialize(const reduce_node<Op, C>& n, R& r) {
-  auto child = materialize(n.child, r);
-  return r(reduce_node<Op, decltype(child)>(n.op, child, n.mask, n.keep));
-}
-template <class R, class Op, class... A>
-materialized_t<map_node<Op, A...>> materialize(const map_node<Op, A...>& n, R& r) {
-  return materialize_map(n, r, std::index_sequence_for<A...>{});
-}
-template <class R, class Op, class... A, std::size_t... I>
-materialized_t<map_node<Op, A...>> materialize_map(const map_node<Op, A...>& n, R& r, std::index_sequence<I...>) {
-  // Braced initialisation: children are materialised left to right.
-  return materialized_t<map_node<Op, A...>>{n.op, materialize(fusex::detail::get<I>(n.args), r)...};
+/// The tree with each reduction (its operand materialised first) replaced by what the reducer R
+/// returns for it: a leaf over its result.
+template <class R>
+struct materializer : rebuild_tree {
+  R& r;
+  using rebuild_tree::operator();
+  template <class Op, class C, class K>
+  auto operator()(const reduce_node<Op, C>& n, const K& child) const {
+    return r(n.with_children(child));
+  }
+};
+template <class E, class R>
+auto materialize(const E& e, R& r) {
+  materializer<R> m{{}, r};
+  return fold_tree(e, m);
 }
 
 // Kept and reduced dimensions of an operand shape.
@@ -118,7 +94,7 @@ struct host_reducer {
   std::deque<std::vector<unsigned char>> storage;
 
   template <class Op, class C>
-  materialized_t<reduce_node<Op, C>> operator()(const reduce_node<Op, C>& n);
+  materialized_reduction_t<Op, C> operator()(const reduce_node<Op, C>& n);
 };
 
 // Device-side temporaries of one evaluation, freed (stream-ordered) when it ends.
@@ -127,7 +103,7 @@ struct device_reducer {
   std::deque<buffer<unsigned char>> storage;
 
   template <class Op, class C>
-  materialized_t<reduce_node<Op, C>> operator()(const reduce_node<Op, C>& n);
+  materialized_reduction_t<Op, C> operator()(const reduce_node<Op, C>& n);
 };
 
 // Stands in for the reductions of an evaluation while it is validated (fusex::eval checks every
@@ -136,7 +112,7 @@ struct device_reducer {
 // Nothing is allocated or launched.
 struct validating_reducer {
   template <class Op, class C>
-  materialized_t<reduce_node<Op, C>> operator()(const reduce_node<Op, C>& n) const {
+  materialized_reduction_t<Op, C> operator()(const reduce_node<Op, C>& n) const {
     using R = compute_t<typename reduce_node<Op, C>::value_type>;
     static const R stand_in{};
     const shape_t s = n.shape();
@@ -158,11 +134,11 @@ void leaves_in_space(const E& e, const shape_t& s, std::array<operand_layout, N>
       throw shape_error("fusex: operand of shape " + li.shape.str() + " cannot be broadcast to " + s.str());
     }
   };
-  e.visit_leaves(add);
+  visit_leaves(e, add);
 }
 
 template <class Op, class C>
-materialized_t<reduce_node<Op, C>> host_reducer::operator()(const reduce_node<Op, C>& n) {
+materialized_reduction_t<Op, C> host_reducer::operator()(const reduce_node<Op, C>& n) {
   using T = typename C::value_type;
   using R = compute_t<typename reduce_node<Op, C>::value_type>;
   const shape_t s = n.child.shape();
@@ -252,7 +228,7 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
     if (!inner_reduced && sp.k_count % W != 0) return false;
     const device_properties& dev = current_device_info();
     leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
-    const auto child = make_evaluator(n.child, src);
+    const auto child = build_evaluator(n.child, src);
     reduce2d_params<Index> p{};
     p.k_count = static_cast<Index>(sp.k_count);
     p.n_count = static_cast<Index>(sp.n_count);
@@ -342,7 +318,7 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
     for (int d = 0; d < max_rank; ++d) o.s[d] = t[d];
   }
   leaf_strides_source<Index> src{reordered.data() + 1, 0, 0};
-  const auto child = make_evaluator(n.child, src);
+  const auto child = build_evaluator(n.child, src);
   reduce_params<Index> p{};
   p.k_count = static_cast<Index>(sp.k_count);
   p.n_count = static_cast<Index>(sp.n_count);
@@ -400,7 +376,7 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
 }
 
 template <class Op, class C>
-materialized_t<reduce_node<Op, C>> device_reducer::operator()(const reduce_node<Op, C>& n) {
+materialized_reduction_t<Op, C> device_reducer::operator()(const reduce_node<Op, C>& n) {
   using R = compute_t<typename reduce_node<Op, C>::value_type>;
   const shape_t s = n.child.shape();
   const reduce_split sp = split_dims(s, n.mask);
@@ -439,7 +415,7 @@ row_operands<E::leaf_count> gather_row_operands(const view<T>& dst, const E& exp
     ro.inside[static_cast<std::size_t>(k)] = li.in_reduction;
     ++k;
   };
-  expr.visit_leaves(add);
+  visit_leaves(expr, add);
   return ro;
 }
 
@@ -488,7 +464,7 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   p.cache_modes = L.cache_modes;
   const auto out = make_out_evaluator<Index>(dst, ops[0]);
   leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
-  const auto ev = make_evaluator(expr, src);
+  const auto ev = build_evaluator(expr, src);
   std::int64_t blocks = (L.rows + p.rows_per_block - 1) / p.rows_per_block;
   if (blocks > (std::int64_t{1} << 30)) blocks = std::int64_t{1} << 30;
   const std::size_t smem = static_cast<std::size_t>(p.rows_per_block) * E::reduce_count * sizeof(std::uint64_t);

@@ -11,6 +11,7 @@
 #include <fusex/expr/ops.hpp>
 
 #include <fusex/core/detail/tuple.hpp>
+#include <fusex/expr/detail/tree.hpp>
 
 #include <cstdint>
 #include <string>
@@ -64,11 +65,6 @@ struct leaf_node : detail::expr_base {
   view<const value_type> v;
 
   shape_t shape() const { return v.shape(); }
-  template <class F>
-  void visit_leaves(F& f) const {
-    f(detail::leaf_info{v.data(), static_cast<int>(sizeof(value_type)), dtype_name<value_type>(), v.shape(),
-                        v.strides(), false, static_cast<int>(sizeof(compute_t<value_type>))});
-  }
 };
 
 /// A terminal holding one value, broadcast to any shape. Its value is kept in the compute type.
@@ -81,8 +77,6 @@ struct scalar_node : detail::expr_base {
   compute_t<T> value;
 
   shape_t shape() const { return shape_t{}; }
-  template <class F>
-  void visit_leaves(F&) const {}
 };
 
 /// `Op` applied elementwise to the child expressions `Args...`, broadcast together.
@@ -101,9 +95,16 @@ struct map_node : detail::expr_base {
   map_node(Op o, Args... a) : op(o), args(a...) {}
 
   shape_t shape() const { return shape_impl(std::index_sequence_for<Args...>{}); }
-  template <class F>
-  void visit_leaves(F& f) const {
-    visit_impl(f, std::index_sequence_for<Args...>{});
+
+  // The inner node interface (expr/detail/tree.hpp).
+  static constexpr std::size_t arity = sizeof...(Args);
+  template <std::size_t I>
+  const auto& child_at() const {
+    return fusex::detail::get<I>(args);
+  }
+  template <class... C>
+  map_node<Op, C...> with_children(const C&... c) const {
+    return map_node<Op, C...>(op, c...);
   }
 
  private:
@@ -113,11 +114,40 @@ struct map_node : detail::expr_base {
     ((s = broadcast_shapes(s, fusex::detail::get<I>(args).shape(), Op::name)), ...);
     return s;
   }
-  template <class F, std::size_t... I>
-  void visit_impl(F& f, std::index_sequence<I...>) const {
-    (fusex::detail::get<I>(args).visit_leaves(f), ...);
+};
+
+template <class Op, class Child>
+struct reduce_node;
+
+namespace detail {
+template <class N>
+struct is_reduce_node : std::false_type {};
+template <class Op, class C>
+struct is_reduce_node<reduce_node<Op, C>> : std::true_type {};
+
+template <class F>
+struct leaf_visitor {
+  F& f;
+  template <class T>
+  void operator()(const leaf_node<T>& n, bool in_reduction) const {
+    using V = typename leaf_node<T>::value_type;
+    f(leaf_info{n.v.data(), static_cast<int>(sizeof(V)), dtype_name<V>(), n.v.shape(), n.v.strides(), in_reduction,
+                static_cast<int>(sizeof(compute_t<V>))});
+  }
+  // Other nodes: a reduction's operand is inside it.
+  template <class N>
+  bool operator()(const N&, bool in_reduction) const {
+    return in_reduction || is_reduce_node<N>::value;
   }
 };
+/// Calls f(leaf_info) for every leaf (view) of an expression, left to right: the order in which
+/// the planner's operands and the evaluators' leaves are numbered.
+template <class E, class F>
+void visit_leaves(const E& e, F&& f) {
+  leaf_visitor<std::remove_reference_t<F>> v{f};
+  visit_tree(e, v, false);
+}
+}  // namespace detail
 
 namespace detail {
 // The dtype a C++ arithmetic scalar stands for on its own.

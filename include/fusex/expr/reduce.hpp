@@ -69,13 +69,16 @@ struct reduce_node : detail::expr_base {
     }
     return out;
   }
-  template <class F>
-  void visit_leaves(F& f) const {
-    auto inside = [&f](detail::leaf_info li) {
-      li.in_reduction = true;
-      f(li);
-    };
-    child.visit_leaves(inside);
+
+  // The inner node interface (expr/detail/tree.hpp).
+  static constexpr std::size_t arity = 1;
+  template <std::size_t I>
+  const Child& child_at() const {
+    return child;
+  }
+  template <class C>
+  reduce_node<Op, C> with_children(const C& c) const {
+    return reduce_node<Op, C>(op, c, mask, keep);
   }
 };
 

@@ -65,7 +65,7 @@ std::array<operand_layout, static_cast<std::size_t>(E::leaf_count) + 1> gemm_spa
     operand_layout& o = ops[static_cast<std::size_t>(k++)];
     o = operand_from_leaf(li);
   };
-  e.visit_leaves(add);
+  visit_leaves(e, add);
   for (auto& o : ops) {
     std::int64_t s[3] = {0, 0, 0};
     (void)strides_in_output(o.shape, o.strides, dst.shape(), s);
@@ -415,40 +415,12 @@ void eval_matmul_host(const view<D>& dst, const E& e) {
 
 // --- the plan printer ----------------------------------------------------------------------------
 
+// The matmul node in explain's tree (dispatch/explain.hpp: tree_printer).
 template <class T>
-void describe_matmul_tree(const leaf_node<T>& n, std::string& out, int depth) {
-  indent(out, depth);
-  out += "view " + operand_desc(dtype_name<typename leaf_node<T>::value_type>(), n.v.shape(), n.v.strides()) + "\n";
-}
-template <class T>
-void describe_matmul_tree(const scalar_node<T>& n, std::string& out, int depth) {
-  indent(out, depth);
-  out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + "\n";
-}
-template <class T>
-void describe_matmul_tree(const matmul_node<T>& n, std::string& out, int depth) {
-  indent(out, depth);
-  out += "matmul " + operand_desc(dtype_name<T>(), n.a.shape(), n.a.strides()) + " x " +
+std::string describe_terminal(const matmul_node<T>& n, const tree_printer&) {
+  return "matmul " + operand_desc(dtype_name<T>(), n.a.shape(), n.a.strides()) + " x " +
          operand_desc(dtype_name<T>(), n.b.shape(), n.b.strides()) + " -> " + n.shape().str() +
-         (n.options.allow_tf32 && std::is_same_v<T, float> ? " (TF32 allowed)\n" : "\n");
-}
-template <class Op, class... A>
-void describe_matmul_tree(const map_node<Op, A...>& n, std::string& out, int depth);
-template <class Op, class C>
-void describe_matmul_tree(const reduce_node<Op, C>& n, std::string& out, int depth) {
-  indent(out, depth);
-  out += std::string(Op::name) + " (reduction) -> " + dtype_name<typename reduce_node<Op, C>::value_type>() + "\n";
-  describe_matmul_tree(n.child, out, depth + 1);
-}
-template <class Op, class... A, std::size_t... I>
-void describe_matmul_children(const map_node<Op, A...>& n, std::string& out, int depth, std::index_sequence<I...>) {
-  (describe_matmul_tree(fusex::detail::get<I>(n.args), out, depth), ...);
-}
-template <class Op, class... A>
-void describe_matmul_tree(const map_node<Op, A...>& n, std::string& out, int depth) {
-  indent(out, depth);
-  out += std::string(Op::name) + " -> " + dtype_name<typename map_node<Op, A...>::value_type>() + "\n";
-  describe_matmul_children(n, out, depth + 1, std::index_sequence_for<A...>{});
+         (n.options.allow_tf32 && std::is_same_v<T, float> ? " (TF32 allowed)" : "");
 }
 
 inline std::string fmt_double(double x) {
@@ -519,7 +491,7 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
       break;
   }
   out += "  expression:\n";
-  describe_matmul_tree(e, out, 2);
+  describe_tree(e, out, 2);
   return out;
 }
 

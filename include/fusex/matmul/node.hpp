@@ -138,41 +138,18 @@ struct matmul_node : detail::expr_base {
     if (dims.batched) return shape_t{dims.batch, dims.m, dims.n};
     return shape_t{dims.m, dims.n};
   }
-  template <class F>
-  void visit_leaves(F&) const {}
 };
 
 namespace detail {
-// --- counting matmul nodes ---------------------------------------------------------------------
-template <class N>
-struct matmul_count_of {
-  static constexpr int value = 0;
-};
+// --- the matmul node of an expression ---------------------------------------------------------------
+template <class N, class... K>
+struct matmul_count_f : sum_of<K...> {};
 template <class T>
-struct matmul_count_of<matmul_node<T>> {
-  static constexpr int value = 1;
-};
-template <class Op, class... A>
-struct matmul_count_of<map_node<Op, A...>> {
-  static constexpr int value = (0 + ... + matmul_count_of<A>::value);
-};
-template <class Op, class C>
-struct matmul_count_of<reduce_node<Op, C>> {
-  static constexpr int value = matmul_count_of<C>::value;
-};
+struct matmul_count_f<matmul_node<T>> : std::integral_constant<int, 1> {};
 /// Number of matmul nodes in an expression type.
 template <class E>
-inline constexpr int matmul_count_v = matmul_count_of<std::decay_t<E>>::value;
+inline constexpr int matmul_count_v = fold_type_t<std::decay_t<E>, matmul_count_f>::value;
 
-// --- the matmul node's type and the node itself --------------------------------------------------
-template <class N>
-struct matmul_type_of {
-  using type = void;
-};
-template <class T>
-struct matmul_type_of<matmul_node<T>> {
-  using type = matmul_node<T>;
-};
 template <class A, class... R>
 struct first_non_void {
   using type = std::conditional_t<std::is_void_v<A>, typename first_non_void<R...>::type, A>;
@@ -181,99 +158,55 @@ template <class A>
 struct first_non_void<A> {
   using type = A;
 };
-template <class Op, class... A>
-struct matmul_type_of<map_node<Op, A...>> {
-  using type = typename first_non_void<typename matmul_type_of<A>::type...>::type;
+template <class N, class... K>
+struct matmul_type_f : first_non_void<K...> {};
+template <class N>
+struct matmul_type_f<N> {
+  using type = void;
 };
-template <class Op, class C>
-struct matmul_type_of<reduce_node<Op, C>> {
-  using type = typename matmul_type_of<C>::type;
+template <class T>
+struct matmul_type_f<matmul_node<T>> {
+  using type = matmul_node<T>;
 };
 /// The matmul_node<T> type inside an expression type (void when there is none).
 template <class E>
-using matmul_type_t = typename matmul_type_of<std::decay_t<E>>::type;
+using matmul_type_t = fold_type_t<std::decay_t<E>, matmul_type_f>;
 
-template <class M, class T>
-void find_matmul_impl(const leaf_node<T>&, const M*&) {}
-template <class M, class T>
-void find_matmul_impl(const scalar_node<T>&, const M*&) {}
 template <class M>
-void find_matmul_impl(const M& n, const M*& out) {
-  out = &n;
-}
-template <class M, class Op, class C>
-void find_matmul_impl(const reduce_node<Op, C>& n, const M*& out);
-template <class M, class Op, class... A>
-void find_matmul_impl(const map_node<Op, A...>& n, const M*& out);
-template <class M, class Op, class C>
-void find_matmul_impl(const reduce_node<Op, C>& n, const M*& out) {
-  find_matmul_impl(n.child, out);
-}
-template <class M, class Op, class... A, std::size_t... I>
-void find_matmul_children(const map_node<Op, A...>& n, const M*& out, std::index_sequence<I...>) {
-  (find_matmul_impl(fusex::detail::get<I>(n.args), out), ...);
-}
-template <class M, class Op, class... A>
-void find_matmul_impl(const map_node<Op, A...>& n, const M*& out) {
-  find_matmul_children(n, out, std::index_sequence_for<A...>{});
-}
+struct matmul_finder {
+  const M* found = nullptr;
+  void operator()(const M& n, int) { found = &n; }
+  template <class N>
+  int operator()(const N&, int) const {
+    return 0;
+  }
+};
 /// The one matmul node of an expression.
 template <class E>
 const matmul_type_t<E>& find_matmul(const E& e) {
-  const matmul_type_t<E>* p = nullptr;
-  find_matmul_impl(e, p);
-  return *p;
+  matmul_finder<matmul_type_t<E>> f;
+  visit_tree(e, f, 0);
+  return *f.found;
 }
 
-// --- replacing the matmul node by a leaf ---------------------------------------------------------
-template <class N, class L>
-struct with_leaf {
-  using type = N;
+/// The expression with its matmul node replaced by the leaf `leaf`.
+template <class L>
+struct matmul_replacer : rebuild_tree {
+  const L& leaf;
+  using rebuild_tree::operator();
+  template <class T>
+  L operator()(const matmul_node<T>&) const {
+    return leaf;
+  }
 };
-template <class T, class L>
-struct with_leaf<matmul_node<T>, L> {
-  using type = L;
-};
-template <class Op, class... A, class L>
-struct with_leaf<map_node<Op, A...>, L> {
-  using type = map_node<Op, typename with_leaf<A, L>::type...>;
-};
-template <class Op, class C, class L>
-struct with_leaf<reduce_node<Op, C>, L> {
-  using type = reduce_node<Op, typename with_leaf<C, L>::type>;
-};
-/// The expression type with its matmul node replaced by the leaf type L.
+template <class L, class E>
+auto replace_matmul(const E& e, const L& leaf) {
+  matmul_replacer<L> r{{}, leaf};
+  return fold_tree(e, r);
+}
+/// The expression type E with its matmul node replaced by the leaf type L.
 template <class E, class L>
-using with_leaf_t = typename with_leaf<E, L>::type;
-
-template <class L, class T>
-leaf_node<T> replace_matmul(const leaf_node<T>& n, const L&) {
-  return n;
-}
-template <class L, class T>
-scalar_node<T> replace_matmul(const scalar_node<T>& n, const L&) {
-  return n;
-}
-template <class L, class T>
-L replace_matmul(const matmul_node<T>&, const L& leaf) {
-  return leaf;
-}
-template <class L, class Op, class... A>
-with_leaf_t<map_node<Op, A...>, L> replace_matmul(const map_node<Op, A...>& n, const L& leaf);
-template <class L, class Op, class C>
-with_leaf_t<reduce_node<Op, C>, L> replace_matmul(const reduce_node<Op, C>& n, const L& leaf) {
-  auto child = replace_matmul(n.child, leaf);
-  return with_leaf_t<reduce_node<Op, C>, L>(n.op, child, n.mask, n.keep);
-}
-template <class L, class Op, class... A, std::size_t... I>
-with_leaf_t<map_node<Op, A...>, L> replace_matmul_map(const map_node<Op, A...>& n, const L& leaf,
-                                                      std::index_sequence<I...>) {
-  return with_leaf_t<map_node<Op, A...>, L>{n.op, replace_matmul(fusex::detail::get<I>(n.args), leaf)...};
-}
-template <class L, class Op, class... A>
-with_leaf_t<map_node<Op, A...>, L> replace_matmul(const map_node<Op, A...>& n, const L& leaf) {
-  return replace_matmul_map(n, leaf, std::index_sequence_for<A...>{});
-}
+using with_leaf_t = fold_tree_t<E, matmul_replacer<L>>;
 
 // A 2-D or 3-D view of any supported element type as a view of const T (operands of matmul).
 template <class X>

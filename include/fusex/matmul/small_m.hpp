@@ -42,9 +42,6 @@ struct gemm_value_eval {
   using value_type = T;
   using compute_type = compute_t<T>;
 
-  template <class F>
-  FUSEX_HD FUSEX_FORCEINLINE void visit_reductions(F&) const {}
-
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx& ctx) const {
     static_assert(std::is_same_v<Ctx, gemm_context>,
@@ -57,11 +54,8 @@ struct gemm_value_eval {
   }
 };
 
-template <class T, class Index>
-struct evaluator_of<matmul_node<T>, Index> {
-  using type = gemm_value_eval<T>;
-};
-
+// The matmul node's evaluator (the extension point of leaf_strides_source for terminals of other
+// layers).
 template <class Index, class T>
 gemm_value_eval<T> make_evaluator(const matmul_node<T>&, leaf_strides_source<Index>&) {
   return {};
@@ -337,7 +331,7 @@ void launch_small_m(const view<D>& dst, const E& e, const matmul_node<T>& mm, co
   p.k = static_cast<int>(g.k);
   const auto o = make_out_evaluator<std::uint64_t>(dst, ops[0]);
   leaf_strides_source<std::uint64_t> src{ops.data() + 1, 0, 0};
-  const auto ev = make_evaluator(e, src);
+  const auto ev = build_evaluator(e, src);
   using O = std::decay_t<decltype(o)>;
   using V = std::decay_t<decltype(ev)>;
   const device_properties& dev = current_device_info();
