@@ -2,8 +2,8 @@
 // computed on the host, on random non-zero inputs with poisoned outputs. The per-dtype test cases
 // (elementwise_ops_gpu_cases.hpp) are spread over several translation units by dtype, compiled in
 // parallel: here arithmetic/logic on float and double, bool operands and mixed-dtype promotion;
-// test_elementwise_ops_arith_{f16_bf16,i8_u8,i32_i64}_gpu.cu and
-// test_elementwise_ops_math_{f32_f64,f16_bf16}_gpu.cu the other dtypes and the math ops.
+// test_elementwise_ops_arith_{f16,bf16,i8,u8,i32,i64}_gpu.cu and
+// test_elementwise_ops_math_{f32,f64,f16,bf16}_gpu.cu the other dtypes and the math ops.
 #include "elementwise_ops_gpu_cases.hpp"
 
 using fusex::bfloat16;

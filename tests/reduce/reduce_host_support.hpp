@@ -117,6 +117,14 @@ class host_array {
   std::size_t n_;
 };
 
+/// A host array of the given values, each converted to T.
+template <class T>
+host_array<T> from_values(const std::vector<double>& v) {
+  host_array<T> a(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) a[i] = from_double<T>(v[i]);
+  return a;
+}
+
 // --- random inputs -------------------------------------------------------------------------------
 
 /// A generator with a fixed seed per use, so that every test case is reproducible on its own.

@@ -1,0 +1,203 @@
+// GPU suite for elementwise fusion, part 2: empty destinations, multi-output evaluation, the
+// one-kernel guarantee by stream capture, errors before launch, tensors, programmatic dependent
+// launch, and a case past 2^31 elements (part 1, test_elementwise_gpu.cu, has layouts and user
+// functors; the two translation units compile in parallel). Checked evaluations go through
+// fusex_test::run, so CTest runs them eagerly and captured into a graph.
+#include <fusex/fusex.hpp>
+
+#include "elementwise_gpu_check.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+using fusex::bfloat16;
+using fusex::half;
+using namespace fusex_test;
+
+TEST_CASE("gpu: empty destinations launch nothing", "[gpu][elementwise]") {
+  stream_guard sg;
+  device_array<float> x(4);
+  auto e = fusex::make_view(x.data(), {0, 5});
+  // Through the run's launch path (under graph: an empty capture, instantiated and replayed).
+  REQUIRE_NOTHROW(fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(e, fusex::exp(e) + 1.0f, s); }));
+  // The node count by a raw capture of its own, in both runs.
+  cudaGraph_t g;
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
+  fusex::eval(e, fusex::exp(e) + 1.0f, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &g));
+  CHECK(count_kernel_nodes(g) == 0);
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
+}
+
+TEST_CASE("gpu: multi-output evaluation computes every destination in one kernel", "[gpu][elementwise]") {
+  const std::int64_t n = 10007;
+  const auto hx = random_values<float>(n, -4, 4, 11);
+  device_array<float> x(n), y(n);
+  device_array<bool> m(n);
+  device_array<half> h(n);
+  x.upload(hx);
+  y.poison();
+  m.poison();
+  h.poison();
+  stream_guard sg;
+  auto xv = fusex::make_view(x.data(), {n});
+  auto out =
+      fusex::tie(fusex::make_view(y.data(), {n}), fusex::make_view(m.data(), {n}), fusex::make_view(h.data(), {n}));
+  // One kernel: counted in a raw capture of its own (discarded), in both runs.
+  cudaGraph_t g;
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
+  fusex::eval(out, fusex::relu(xv), xv > 0, xv * 0.5f, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &g));
+  CHECK(count_kernel_nodes(g) == 1);
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
+  // The results, through the run's launch path.
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(out, fusex::relu(xv), xv > 0, xv * 0.5f, s); });
+  const auto hy = y.download();
+  const auto hm = m.download();
+  const auto hh = h.download();
+  for (std::int64_t i = 0; i < n; ++i) {
+    REQUIRE(hy[i] == (hx[i] > 0 ? hx[i] : 0.0f));
+    REQUIRE(hm[i] == (hx[i] > 0));
+    REQUIRE(fusex::convert<float>(hh[i]) == fusex::convert<float>(fusex::convert<half>(hx[i] * 0.5f)));
+  }
+}
+
+TEST_CASE("gpu: any elementwise expression is one kernel node, however deep", "[gpu][elementwise]") {
+  const std::int64_t rows = 128, cols = 512;
+  device_array<float> x(rows * cols), b(cols), y(rows * cols);
+  x.upload(random_values<float>(rows * cols, -1, 1, 3));
+  b.upload(random_values<float>(cols, -1, 1, 4));
+  stream_guard sg;
+  auto xv = fusex::make_view(x.data(), {rows, cols});
+  auto bv = fusex::make_view(b.data(), {cols});
+  auto e1 = fusex::gelu(xv * bv + bv) - fusex::sigmoid(xv);
+  auto e2 = fusex::where(e1 > 0, fusex::exp(e1), fusex::log1p(fusex::abs(e1))) * fusex::tanh(e1 + xv);
+  auto e3 =
+      fusex::clamp(e2 * e2 + fusex::sqrt(fusex::abs(e2)), -3.0f, 3.0f) / (1.0f + fusex::cast<fusex::bfloat16>(e1));
+  // Counts nodes in a raw capture and checks no values: the same in both runs.
+  cudaGraph_t g;
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(sg.s, cudaStreamCaptureModeThreadLocal));
+  fusex::eval(fusex::make_view(y.data(), {rows, cols}), e3, sg.s);
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(sg.s, &g));
+  CHECK(count_kernel_nodes(g) == 1);
+  FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
+}
+
+TEST_CASE("gpu: bad input throws before launching and leaves the destination untouched", "[gpu][elementwise]") {
+  device_array<float> x(64), y(64);
+  y.poison();
+  stream_guard sg;
+  auto x34 = fusex::make_view(x.data(), {3, 4});
+  auto y34 = fusex::make_view(y.data(), {3, 4});
+  auto x5 = fusex::make_view(x.data(), {5});
+  // Each through the run's launch path: under graph the throw happens inside a capture, which the
+  // guard discards before rethrowing.
+  auto submit = [&](auto&& eval_it) { fusex_test::run(sg.s, [&](cudaStream_t s) { eval_it(s); }); };
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) { fusex::eval(y34, x34 + x5, s); }), fusex::shape_error);
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) {
+                    fusex::eval(fusex::make_view(y.data(), {4, 3}), x34 * 2.0f, s);
+                  }),
+                  fusex::shape_error);
+  CHECK_THROWS_AS(submit([&](cudaStream_t s) {
+                    fusex::eval(fusex::make_view(x.data() + 1, {3, 4}), x34 + 1.0f, s);
+                  }),
+                  fusex::invalid_argument);
+  bool threw = false;
+  try {
+    submit([&](cudaStream_t s) { fusex::eval(y34, x34 + x5, s); });
+  } catch (const fusex::error& e) {
+    threw = true;
+    const std::string m = e.what();
+    CHECK(m.find("[3, 4]") != std::string::npos);
+    CHECK(m.find("[5]") != std::string::npos);
+  }
+  CHECK(threw);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  for (float v : y.download()) CHECK(std::isnan(v));
+  // In place, element for element, is allowed.
+  x.upload(std::vector<float>(64, 2.0f));
+  submit([&](cudaStream_t s) { fusex::eval(x34, x34 * x34 + 1.0f, s); });
+  const auto hx = x.download();
+  for (int i = 0; i < 12; ++i) CHECK(hx[i] == 5.0f);
+  CHECK(hx[12] == 2.0f);
+}
+
+TEST_CASE("gpu: tensors allocate from the default resource and assign expressions", "[gpu][elementwise]") {
+  stream_guard sg;
+  fusex::tensor<float> a({256, 33}, sg.s);
+  fusex::tensor<fusex::bfloat16> b({256, 33}, sg.s);
+  fusex_test::run(sg.s, [&](cudaStream_t s) {
+    fusex::eval(a, 1.5f, s);  // fill
+    b.assign(fusex::sqrt(a) * 2.0f, s);
+  });
+  std::vector<fusex::bfloat16> hb(256 * 33);
+  FUSEX_CUDA_CHECK(
+      cudaMemcpyAsync(hb.data(), b.data(), hb.size() * sizeof(fusex::bfloat16), cudaMemcpyDeviceToHost, sg.s));
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  const float expect = fusex::convert<float>(fusex::convert<fusex::bfloat16>(std::sqrt(1.5f) * 2.0f));
+  for (auto v : hb) REQUIRE(fusex::convert<float>(v) == expect);
+}
+
+TEST_CASE("gpu: programmatic dependent launch on and off give identical bits", "[gpu][elementwise]") {
+  const std::int64_t n = 1 << 20;
+  device_array<float> x(n), y1(n), y2(n);
+  x.upload(random_values<float>(n, -2, 2, 9));
+  stream_guard sg;
+  auto xv = fusex::make_view(x.data(), {n});
+  // Under graph the chain is captured with (programmatic edges) and without PDL, then replayed.
+  auto chain = [&](float* y) {
+    fusex_test::run(sg.s, [&](cudaStream_t s) {
+      auto yv = fusex::make_view(y, {n});
+      fusex::eval(yv, fusex::exp(xv), s);
+      for (int i = 0; i < 20; ++i) fusex::eval(yv, fusex::tanh(yv + xv) * 1.01f, s);  // dependent chain
+    });
+  };
+  fusex::set_programmatic_dependent_launch(true);
+  chain(y1.data());
+  fusex::set_programmatic_dependent_launch(false);
+  chain(y2.data());
+  fusex::set_programmatic_dependent_launch(true);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+  const auto a = y1.download(), b = y2.download();
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+namespace {
+__global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    p[i] = static_cast<std::uint8_t>(i % 251 + 1);
+}
+}  // namespace
+
+TEST_CASE("gpu: more than 2^31 elements (32-bit pieces, vector and scalar paths)", "[gpu][elementwise][large]") {
+  const std::size_t n = (std::size_t{1} << 31) + 4099;
+  device_array<std::uint8_t> x(n), y(n);
+  fill_pattern<<<1024, 256>>>(x.data(), n);
+  FUSEX_CUDA_CHECK(cudaGetLastError());
+  y.poison();
+  stream_guard sg;
+  FUSEX_CUDA_CHECK(cudaDeviceSynchronize());
+  auto xv = fusex::make_view(x.data(), {static_cast<std::int64_t>(n)});
+  auto yv = fusex::make_view(y.data(), {static_cast<std::int64_t>(n)});
+  // Two launches of about half each (the first at whole 16-byte vectors).
+  REQUIRE(fusex::explain(yv, xv * 3 + 1).find("vector width 16 (16-byte accesses), 32-bit indices in 2 pieces") !=
+          std::string::npos);
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(yv, xv * 3 + 1, s); });
+  auto hy = y.download();
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += hy[i] != static_cast<std::uint8_t>((i % 251 + 1) * 3 + 1);
+  CHECK(bad == 0);
+  // Shifted by one element: misaligned, so the scalar path, in two 32-bit pieces.
+  auto xs = fusex::make_view(x.data() + 1, {static_cast<std::int64_t>(n - 1)});
+  auto ys = fusex::make_view(y.data(), {static_cast<std::int64_t>(n - 1)});
+  REQUIRE(fusex::explain(ys, xs - 1).find("scalar accesses, 32-bit indices in 2 pieces") != std::string::npos);
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(ys, xs - 1, s); });
+  hy = y.download();
+  bad = 0;
+  for (std::size_t i = 0; i + 1 < n; ++i) bad += hy[i] != static_cast<std::uint8_t>((i + 1) % 251);
+  CHECK(bad == 0);
+}

@@ -1,0 +1,13 @@
+// GPU suite, part 1, one dtype: arithmetic, comparison, bitwise and logic ops on int64
+// against a double-precision reference (elementwise_ops_gpu_cases.hpp). Each dtype of the
+// per-dtype test cases has its own translation unit (see test_elementwise_ops_gpu.cu), so that they
+// compile in parallel and none takes much more than a minute on one core.
+#include "elementwise_ops_gpu_cases.hpp"
+
+#include <cstdint>
+
+using namespace fusex_test;
+
+TEMPLATE_TEST_CASE("gpu: arithmetic, comparison and logic ops on every dtype", "[gpu][elementwise]", std::int64_t) {
+  arithmetic_logic_ops<TestType>();
+}
