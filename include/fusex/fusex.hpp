@@ -9,6 +9,7 @@
 #include <fusex/core/view.hpp>
 #include <fusex/error.hpp>
 #include <fusex/eval.hpp>
+#include <fusex/expr/index.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/operators.hpp>
 #include <fusex/expr/reduce.hpp>

@@ -7,6 +7,7 @@
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
 #include <fusex/core/view.hpp>
+#include <fusex/expr/index.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/reduce.hpp>
 #include <fusex/expr/detail/tree.hpp>
@@ -118,6 +119,34 @@ struct leaf_eval {
       const aligned_vec<T, V> raw = *reinterpret_cast<const aligned_vec<T, V>*>(p + off);
       FUSEX_UNROLL
       for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(raw.v[l]);
+    }
+    return r;
+  }
+};
+
+/// An index leaf: the value at coordinate c is base + c's offset in its strides (1 along its axis,
+/// 0 elsewhere, in the kernel's index space); vector lanes step by the innermost stride.
+template <class Index>
+struct index_eval {
+  using value_type = std::int64_t;
+  using compute_type = std::int64_t;
+  std::int64_t base;
+  Index stride[max_rank];
+
+  template <int V, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<std::int64_t, V> load(const coord<Index, R>& c, const Ctx&) const {
+    const std::int64_t first = base + static_cast<std::int64_t>(c.offset(stride));
+    vec<std::int64_t, V> r;
+    if constexpr (V == 1) {
+      r.v[0] = first;
+    } else {
+      // The innermost stride, read with compile-time indices (see leaf_eval::inner_stride).
+      std::int64_t inner = 0;
+      FUSEX_UNROLL
+      for (int d = 0; d < R; ++d)
+        if (d == c.last()) inner = static_cast<std::int64_t>(stride[d]);
+      FUSEX_UNROLL
+      for (int l = 0; l < V; ++l) r.v[l] = first + l * inner;
     }
     return r;
   }
@@ -366,6 +395,11 @@ struct cache_builder : rebuild_tree {
     const int i = next++;
     return cached_leaf_eval<T, Index, W, K, Dense>{e, i < 32 ? static_cast<int>((modes >> (2 * i)) & 3u) : leaf_uncached};
   }
+  // An index leaf is a planner operand (it has a role number) but never cached.
+  FUSEX_HD FUSEX_FORCEINLINE index_eval<Index> operator()(const index_eval<Index>& e) {
+    ++next;
+    return e;
+  }
 };
 template <int W, int K, bool Dense, class Index, class E>
 FUSEX_HD FUSEX_FORCEINLINE auto make_cached(const E& e, std::uint64_t modes) {
@@ -437,8 +471,23 @@ template <class T, class Index>
 struct leaf_entries_f<leaf_eval<T, Index>> {
   using type = type_list<leaf_entry<std::remove_const_t<T>, false>>;
 };
+// An index leaf: a planner operand that is never cached (a type no leaf of a fusex dtype has).
+struct index_leaf_type {};
+template <class Index>
+struct leaf_entries_f<index_eval<Index>> {
+  using type = type_list<leaf_entry<index_leaf_type, false>>;
+};
 template <class Op, class C, class K>
 struct leaf_entries_f<reduce_eval<Op, C>, K> : mark_in_reduction<K> {};
+
+// T's index among Ts, or -1 (an index leaf's type is not among the cached types).
+template <class T, class... Ts>
+struct type_position : std::integral_constant<int, -1> {};
+template <class T, class... Ts>
+struct type_position<T, T, Ts...> : std::integral_constant<int, 0> {};
+template <class T, class U, class... Ts>
+struct type_position<T, U, Ts...>
+    : std::integral_constant<int, type_position<T, Ts...>::value < 0 ? -1 : 1 + type_position<T, Ts...>::value> {};
 
 template <class Types, class Entries>
 struct static_leaves_of;
@@ -446,7 +495,7 @@ template <class... Ts, class... T, bool... B>
 struct static_leaves_of<type_list<Ts...>, type_list<leaf_entry<T, B>...>> {
   static constexpr int size = sizeof...(T);
   static constexpr static_leaf v[sizeof...(T) > 0 ? sizeof...(T) : 1] = {
-      static_leaf{static_cast<int>(type_index<T, Ts...>::value), is_dtype_v<T>, B}...};
+      static_leaf{type_position<T, Ts...>::value, is_dtype_v<T>, B}...};
 };
 
 template <class E>
@@ -559,6 +608,7 @@ inline operand_layout operand_from_leaf(const leaf_info& li) {
   o.dtype = li.dtype;
   o.shape = li.shape;
   o.strides = li.strides;
+  o.computed = li.computed;
   return o;
 }
 
@@ -593,6 +643,13 @@ struct leaf_strides_source {
   template <class T>
   scalar_eval<T> operator()(const scalar_node<T>& n) {
     return scalar_eval<T>{n.value};
+  }
+  index_eval<Index> operator()(const index_node&) {
+    const operand_layout& o = leaves[next++];
+    // The value at the first element travels as the operand's "address" (advanced per piece).
+    index_eval<Index> e{static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(o.data)), {}};
+    for (int d = 0; d < max_rank; ++d) e.stride[d] = static_cast<Index>(o.s[d]);
+    return e;
   }
   template <class Op, class... A, class... K>
   map_eval<Op, K...> operator()(const map_node<Op, A...>& n, const K&... k) {

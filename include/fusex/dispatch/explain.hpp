@@ -41,6 +41,17 @@ struct tree_printer {
     }
     out += '\n';
   }
+  void operator()(const index_node& n, int depth) {
+    indent(out, depth);
+    if (leaf != nullptr) {
+      const operand_layout& o = *leaf++;
+      out += operand_text(o);
+      if (full != nullptr && o.shape != *full) out += " (broadcast)";
+    } else {
+      out += "index along axis " + std::to_string(n.axis) + " of " + n.extent.str() + " (int64, computed)";
+    }
+    out += '\n';
+  }
   template <class T>
   void operator()(const scalar_node<T>& n, int depth) {
     indent(out, depth);

@@ -217,7 +217,7 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
       // Vector access along the inner dimension (reduced for rows, kept for columns).
       const std::int64_t inner = inner_reduced ? ns : ks, outer = inner_reduced ? ks : ns;
       const std::int64_t outer_count = inner_reduced ? sp.k_count : sp.n_count;
-      if (inner != 0 &&
+      if (inner != 0 && !o.computed &&
           (inner != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(W * o.elem_size) != 0 ||
            (outer_count > 1 && outer % W != 0)))
         return false;
@@ -428,6 +428,7 @@ void check_row_overlap(const std::array<operand_layout, N>& ops, const row_layou
   };
   const auto d = span(ops[0]);
   for (std::size_t i = 1; i < N; ++i) {
+    if (ops[i].computed) continue;  // no memory
     const auto l = span(ops[i]);
     if (l.first >= d.second || d.first >= l.second) continue;
     const bool same = L.full_dest && ops[i].data == ops[0].data && ops[i].elem_size == ops[0].elem_size &&

@@ -42,6 +42,10 @@ struct leaf_info {
   strides_t strides;
   bool in_reduction = false;  // inside a reduction's operand (its index space is the unreduced one)
   int compute_size = 0;       // bytes of its compute type (the row kernel's register cache holds it)
+  // Values computed from the coordinates, not read from memory (an index leaf): `data` is then the
+  // value at the first element (a launch in pieces advances it like an address, elem_size 1), and
+  // the planner skips alignment, overlap and the register cache for it.
+  bool computed = false;
 };
 }  // namespace detail
 
@@ -65,6 +69,11 @@ struct leaf_node : detail::expr_base {
   view<const value_type> v;
 
   shape_t shape() const { return v.shape(); }
+  /// The planner's description of this leaf (a terminal that is a planner operand has one).
+  detail::leaf_info leaf(bool in_reduction) const {
+    return detail::leaf_info{v.data(),    static_cast<int>(sizeof(value_type)), dtype_name<value_type>(), v.shape(),
+                             v.strides(), in_reduction, static_cast<int>(sizeof(compute_t<value_type>))};
+  }
 };
 
 /// A terminal holding one value, broadcast to any shape. Its value is kept in the compute type.
@@ -125,23 +134,23 @@ struct is_reduce_node : std::false_type {};
 template <class Op, class C>
 struct is_reduce_node<reduce_node<Op, C>> : std::true_type {};
 
+template <class N, class = void>
+struct is_planner_operand : std::false_type {};
+template <class N>
+struct is_planner_operand<N, std::void_t<decltype(std::declval<const N&>().leaf(false))>> : std::true_type {};
+
 template <class F>
 struct leaf_visitor {
   F& f;
-  template <class T>
-  void operator()(const leaf_node<T>& n, bool in_reduction) const {
-    using V = typename leaf_node<T>::value_type;
-    f(leaf_info{n.v.data(), static_cast<int>(sizeof(V)), dtype_name<V>(), n.v.shape(), n.v.strides(), in_reduction,
-                static_cast<int>(sizeof(compute_t<V>))});
-  }
-  // Other nodes: a reduction's operand is inside it.
+  // Terminals with a leaf() description are planner operands; a reduction's operand is inside it.
   template <class N>
-  bool operator()(const N&, bool in_reduction) const {
+  bool operator()(const N& n, bool in_reduction) const {
+    if constexpr (is_planner_operand<N>::value) f(n.leaf(in_reduction));
     return in_reduction || is_reduce_node<N>::value;
   }
 };
-/// Calls f(leaf_info) for every leaf (view) of an expression, left to right: the order in which
-/// the planner's operands and the evaluators' leaves are numbered.
+/// Calls f(leaf_info) for every planner operand (views, index leaves) of an expression, left to
+/// right: the order in which the planner's operands and the evaluators' leaves are numbered.
 template <class E, class F>
 void visit_leaves(const E& e, F&& f) {
   leaf_visitor<std::remove_reference_t<F>> v{f};

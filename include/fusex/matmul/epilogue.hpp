@@ -101,6 +101,9 @@ void affine_terms(const matmul_node<T>&, double c, epilogue_form& f) {
   t.coeff = c;
   f.add(t);
 }
+inline void affine_terms(const index_node&, double, epilogue_form& f) {
+  f.fail("an index leaf (its values are computed, not a bias cuBLASLt can read)");
+}
 template <class Op, class C>
 void affine_terms(const reduce_node<Op, C>&, double, epilogue_form& f) {
   f.fail("a reduction", Op::name);

@@ -27,6 +27,10 @@ struct operand_layout {
   const char* dtype = "";
   shape_t shape;
   strides_t strides;
+  /// Values computed from the coordinates (an index leaf): no memory, so no alignment, overlap or
+  /// register cache; `data` is the value at the first element (advanced like an address of
+  /// elem_size 1 when a launch is split into pieces).
+  bool computed = false;
   /// Strides in the kernel's (collapsed) index space, in elements.
   std::int64_t s[max_rank] = {};
 };
@@ -44,6 +48,12 @@ struct elementwise_layout {
 };
 
 inline std::string operand_text(const operand_layout& o) {
+  if (o.computed) {
+    int axis = 0;
+    for (int d = 0; d < o.strides.rank(); ++d)
+      if (o.strides[d] != 0) axis = d;
+    return "index along axis " + std::to_string(axis) + " of " + o.shape.str() + " (int64, computed)";
+  }
   return std::string(o.dtype) + " " + o.shape.str() + " strides " + o.strides.str();
 }
 
@@ -138,6 +148,7 @@ inline void set_vector_path(elementwise_layout& L, const operand_layout* ops, in
     const operand_layout& o = ops[i];
     const std::int64_t inner = o.s[r - 1];
     if (inner == 0 && i >= n_out) continue;  // broadcast along the vector: one value
+    if (o.computed) continue;                 // computed per lane, whatever its strides
     if (inner != 1) {
       vec = false;
       break;
@@ -193,7 +204,7 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
     const char* b0 = static_cast<const char*>(ops[i].data);
     const char* e0 = span_end(ops[i]);
     for (int j = 0; j < n_ops; ++j) {
-      if (j == i) continue;
+      if (j == i || ops[j].computed) continue;
       const char* b1 = static_cast<const char*>(ops[j].data);
       const char* e1 = span_end(ops[j]);
       if (b1 >= e0 || b0 >= e1) continue;

@@ -137,7 +137,7 @@ struct row_layout {
 inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int& cached_leaves,
                                         const bool* eligible = nullptr) {
   auto usable = [&](int i) {
-    return std::strcmp(leaves[i].dtype, "user type") != 0 && (eligible == nullptr || eligible[i]);
+    return !leaves[i].computed && std::strcmp(leaves[i].dtype, "user type") != 0 && (eligible == nullptr || eligible[i]);
   };
   auto same_type = [&](int a, int b) {
     return std::strcmp(leaves[a].dtype, leaves[b].dtype) == 0 && leaves[a].elem_size == leaves[b].elem_size;
@@ -156,7 +156,7 @@ inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int
 inline bool row_static_path(const row_layout& L, const operand_layout* ops, int n_ops, std::uint64_t predicted) {
   if (!row_tuning_state().static_path || !L.cached || L.cache_modes != predicted) return false;
   for (int i = 1; i < n_ops; ++i)
-    if (ops[i].s[1] == 0) return false;
+    if (ops[i].s[1] == 0 && !ops[i].computed) return false;  // (computed leaves never test it)
   return true;
 }
 
@@ -282,7 +282,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   for (int i = 0; vec && i < n_ops; ++i) {
     const operand_layout& o = ops[i];
     if (i == 0 && !L.full_dest) continue;  // one scalar store per row
-    if (o.s[1] == 0 && i > 0) continue;
+    if ((o.s[1] == 0 || o.computed) && i > 0) continue;
     if (o.s[1] != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(V * o.elem_size) != 0 ||
         o.s[0] % V != 0)
       vec = false;
@@ -321,6 +321,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   // The register budget counts one vector set per distinct leaf type, as the kernel allocates.
   int cache_bytes = 0;
   for (int i = 1; i < n_ops; ++i) {
+    if (ops[i].computed) continue;  // never in registers
     bool seen = false;
     for (int j = 1; j < i && !seen; ++j) seen = std::strcmp(ops[i].dtype, ops[j].dtype) == 0;
     // The cache holds the compute type (half and bfloat16 as float), as the kernel allocates it.
