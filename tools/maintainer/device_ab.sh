@@ -11,7 +11,9 @@
 #   test_matmul_gpu is built beside steps 1-2 at low priority within MATMUL_BUDGET seconds (default
 #   900; its small-M TU ran past 20 minutes here before 5dfdcb2), stopped during step 3, and run
 #   both ways at the end.
-#   BENCHES (space-separated) picks the benchmark programs.
+#   BENCHES (space-separated) picks the benchmark programs; TARGETS (space-separated) limits the
+#   new build to those targets and CTEST_ARGS picks the tests (default -L gpu); TOUR=0 skips
+#   fusex-tour and MATMUL_BUDGET=0 test_matmul_gpu (a short run on little device time).
 # Logs and JSON: /tmp/ab, packed by `wait` as $OUT/ab.tar.gz.
 # Usage: COMMIT=<new commit> tools/maintainer/device_ab.sh start | wait SECONDS
 set -uo pipefail
@@ -50,31 +52,37 @@ stamp "start: new $new_commit, old $old_commit"
 cfg() { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
   -DFUSEX_BUILD_BENCHMARKS=ON > "$3" 2>&1; }
 cfg . build/ab-new "$L/build-new.log"
-# shellcheck disable=SC2046  # one target per word
-cmake --build build/ab-new -j 16 --target $(ninja -C build/ab-new -t targets all | grep -oE '^[a-z][a-z0-9_-]*: phony' |
-  cut -d: -f1 | grep -vE '^(all|test|install|edit_cache|rebuild_cache|list_install_components|test_matmul_gpu|docs|cmake_.*)$') \
-  -- -k 0 >> "$L/build-new.log" 2>&1
+targets=${TARGETS:-$(ninja -C build/ab-new -t targets all | grep -oE '^[a-z][a-z0-9_-]*: phony' | cut -d: -f1 |
+  grep -vE '^(all|test|install|edit_cache|rebuild_cache|list_install_components|test_matmul_gpu|docs|cmake_.*)$')}
+# shellcheck disable=SC2086  # one target per word
+cmake --build build/ab-new -j 16 --target $targets -- -k 0 >> "$L/build-new.log" 2>&1
 stamp "new build (all but test_matmul_gpu) exit $?"
 # test_matmul_gpu beside the rest, at low priority and with a time limit: its small-M TU ran past
 # 20 minutes here before 5dfdcb2. Run at the end if it was built.
 # It runs in its own process group, stopped (SIGSTOP) while the benchmarks run so that they do not
 # share the CPU with nvcc, and continued after them.
-setsid bash -c '
-  t0=$(date +%s)
-  timeout "${MATMUL_BUDGET:-900}" nice -n 10 cmake --build build/ab-new -j 6 --target test_matmul_gpu > "$0/build-matmul.log" 2>&1
-  echo "[$(date +%T)] test_matmul_gpu build exit $? after $(($(date +%s) - t0)) s (its clock ran while it was stopped)" >> "$0/steps.log"
-' "$L" < /dev/null &
-matmul_pid=$!
+matmul_pid=
+if [ "${MATMUL_BUDGET:-900}" != 0 ]; then
+  setsid bash -c '
+    t0=$(date +%s)
+    timeout "${MATMUL_BUDGET:-900}" nice -n 10 cmake --build build/ab-new -j 6 --target test_matmul_gpu > "$0/build-matmul.log" 2>&1
+    echo "[$(date +%T)] test_matmul_gpu build exit $? after $(($(date +%s) - t0)) s (its clock ran while it was stopped)" >> "$0/steps.log"
+  ' "$L" < /dev/null &
+  matmul_pid=$!
+fi
 (
   cfg .ab/old build/ab-old "$L/build-old.log"
-  cmake --build build/ab-old -j 12 --target "${benches[@]}" fusex-tour >> "$L/build-old.log" 2>&1
+  tour_target=fusex-tour; [ "${TOUR:-1}" = 0 ] && tour_target=
+  # shellcheck disable=SC2086  # tour_target may be empty
+  cmake --build build/ab-old -j 12 --target "${benches[@]}" $tour_target >> "$L/build-old.log" 2>&1
   stamp "old build (benchmarks, fusex-tour) exit $?"
 ) &
 old_pid=$!
-(cd build/ab-new && timeout 420 ctest -L gpu -j 4 --timeout 300 --output-on-failure > "$L/ctest.log" 2>&1)
+# shellcheck disable=SC2086  # several arguments
+(cd build/ab-new && timeout 420 ctest ${CTEST_ARGS:--L gpu} -j 4 --timeout 300 --output-on-failure > "$L/ctest.log" 2>&1)
 stamp "ctest -L gpu (new) exit $?"
 wait $old_pid
-kill -STOP -- -$matmul_pid 2>/dev/null && stamp "test_matmul_gpu build stopped for the benchmarks"
+[ -n "$matmul_pid" ] && kill -STOP -- -"$matmul_pid" 2>/dev/null && stamp "test_matmul_gpu build stopped for the benchmarks"
 for ((r = 1; r <= ${ROUNDS:-1}; ++r)); do
   for b in "${benches[@]}"; do
     for side in old new; do
@@ -86,13 +94,14 @@ for ((r = 1; r <= ${ROUNDS:-1}; ++r)); do
     done
   done
   for side in old new; do
+    [ "${TOUR:-1}" = 0 ] && break
     c=$old_commit; [ $side = new ] && c=$new_commit
     timeout 180 "build/ab-$side/examples/fusex-tour" --json "$L/fusex_tour-$c-$side-r$r.json" > "$L/tour-$side-r$r.log" 2>&1
     stamp "fusex-tour $side r$r exit $?"
   done
 done
-kill -CONT -- -$matmul_pid 2>/dev/null && stamp "test_matmul_gpu build continued"
-wait $matmul_pid
+[ -n "$matmul_pid" ] && kill -CONT -- -"$matmul_pid" 2>/dev/null && stamp "test_matmul_gpu build continued"
+[ -n "$matmul_pid" ] && wait "$matmul_pid"
 if [ -x build/ab-new/tests/matmul/test_matmul_gpu ]; then
   (cd build/ab-new && ctest -R '^test_matmul_gpu' --timeout 300 --output-on-failure > "$L/ctest-matmul.log" 2>&1)
   stamp "ctest test_matmul_gpu (both launch paths) exit $?"
