@@ -1,13 +1,13 @@
 // GPU suite for reductions: the composites (softmax, log_softmax, layer_norm, rms_norm) with
 // epilogues, one kernel each, against the double-precision references and tolerances of
-// composite_reference.hpp, for float32 and bfloat16 (float16: test_reduce_composites_half_gpu.cu,
-// its own translation unit so that the two compile in parallel).
+// composite_reference.hpp, for float32 (bfloat16 and float16: test_reduce_composites_bf16_gpu.cu
+// and test_reduce_composites_half_gpu.cu, one translation unit per dtype so that they compile in
+// parallel).
 #include "reduce_gpu_support.hpp"
 
-using fusex::bfloat16;
 using namespace reduce_gpu_test;
 
 TEMPLATE_TEST_CASE("gpu: softmax, log_softmax, layer_norm, rms_norm with epilogues are one kernel", "[gpu][reduce]",
-                   float, bfloat16) {
+                   float) {
   composites_in_every_launch_shape<TestType>();
 }
