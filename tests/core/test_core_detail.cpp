@@ -73,7 +73,12 @@ TEST_CASE("detail::tuple: nested tuples, rvalues, const element types, constrain
   // The element-wise constructor takes only arguments the elements can be built from.
   STATIC_REQUIRE(std::is_constructible_v<tuple<int, std::string>, int, const char*>);
   STATIC_REQUIRE(!std::is_constructible_v<tuple<int, std::string>, int, double>);
-  STATIC_REQUIRE(!std::is_constructible_v<tuple<int, int>, int>);
+  // get on an rvalue tuple of a reference element gives the lvalue, as std::get does.
+  int target = 1;
+  tuple<int&> ref{target};
+  STATIC_REQUIRE(std::is_same_v<decltype(get<0>(std::move(ref))), int&>);
+  get<0>(std::move(ref)) = 9;
+  CHECK(target == 9);
 }
 
 TEST_CASE("detail::tuple_cat concatenates in order", "[core]") {

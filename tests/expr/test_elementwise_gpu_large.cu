@@ -56,14 +56,6 @@ TEST_CASE("gpu: programmatic dependent launch on and off give identical bits", "
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-namespace {
-__global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x)
-    p[i] = static_cast<std::uint8_t>(i % 251 + 1);
-}
-}  // namespace
-
 TEST_CASE("gpu: more than 2^31 elements (32-bit pieces, vector and scalar paths)", "[gpu][elementwise][large]") {
   const std::size_t n = (std::size_t{1} << 31) + 4099;
   device_array<std::uint8_t> x(n), y(n);

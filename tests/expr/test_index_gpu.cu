@@ -113,3 +113,30 @@ TEST_CASE("gpu: an index inside reductions", "[gpu][reduce][index]") {
   CHECK(s.download()[0] == n * (n - 1) / 2);
   for (float v : m.download()) CHECK(v == 500.0f);
 }
+
+TEST_CASE("gpu: an index in the row kernel with no other leaf, and with a view in the 2-D reduction",
+          "[gpu][reduce][index]") {
+  // amax over a row of column indices: the row kernel (rule 1) with only a computed leaf.
+  const std::int64_t rows = 300, cols = 1000;
+  device_array<std::int64_t> mx(rows);
+  mx.poison();
+  // sum over rows of x[r, c] * c: the two-dimensional column reduction with an index leaf.
+  const auto hx = random_values<float>(static_cast<std::size_t>(rows * cols), -2, 2, 41);
+  device_array<float> x(static_cast<std::size_t>(rows * cols)), cs(static_cast<std::size_t>(cols));
+  x.upload(hx);
+  cs.poison();
+  stream_guard sg;
+  fusex_test::run(sg.s, [&](cudaStream_t st) {
+    fusex::eval(fusex::make_view(mx.data(), {rows}), fusex::amax(fusex::index(shape_t{rows, cols}, 1), 1), st);
+    fusex::eval(fusex::make_view(cs.data(), {cols}),
+                fusex::sum(fusex::make_view<const float>(x.data(), {rows, cols}) * fusex::arange(cols), 0), st);
+  });
+  for (std::int64_t v : mx.download()) CHECK(v == cols - 1);
+  std::vector<double> want(static_cast<std::size_t>(cols));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      want[static_cast<std::size_t>(c)] += double(hx[static_cast<std::size_t>(r * cols + c)]) * double(c);
+  const std::string err = compare(cs.download(), want, 1e-5);
+  INFO(err);
+  CHECK(err.empty());
+}

@@ -101,6 +101,17 @@ TEST_CASE("index: inside reductions", "[eval][index][reduce]") {
   fusex::host::eval(mx.view({5}), fusex::amax(fusex::index(shape_t{5, 3}, 1), 1));
   for (std::size_t j = 0; j < 3; ++j) CHECK(m[j] == 2.0f);
   for (std::size_t i = 0; i < 5; ++i) CHECK(mx[i] == 2);
+  // An index times a view, reduced over the other axis: sum over rows of x[r, c] * c.
+  const i64 rows = 9, cols = 40;
+  auto x = random_array<float>(static_cast<std::size_t>(rows * cols), -2, 2);
+  host_array<float> cs(static_cast<std::size_t>(cols));
+  poison(cs);
+  fusex::host::eval(cs.view({cols}), fusex::sum(x.cview({rows, cols}) * fusex::arange(cols), 0));
+  for (i64 c = 0; c < cols; ++c) {
+    double want = 0;
+    for (i64 r = 0; r < rows; ++r) want += double(x[static_cast<std::size_t>(r * cols + c)]) * double(c);
+    CHECK(std::fabs(double(cs[static_cast<std::size_t>(c)]) - want) <= 1e-5 * (1 + std::fabs(want)));
+  }
 }
 
 TEST_CASE("index: a causal mask with a softmax, against a double reference; explain shows one row kernel",

@@ -156,14 +156,6 @@ TEST_CASE("gpu: a row reduction whose destination overlaps its input is refused 
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
 }
 
-namespace {
-__global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x)
-    p[i] = static_cast<std::uint8_t>(i % 251 + 1);
-}
-}  // namespace
-
 TEST_CASE("gpu: a full sum over more than 2^31 elements", "[gpu][reduce][large]") {
   const std::size_t n = (std::size_t{1} << 31) + 4099;
   device_array<std::uint8_t> x(n);

@@ -279,4 +279,16 @@ double round_to(double x) {
   return fusex::convert<double>(fusex::convert<T>(x));
 }
 
+#if defined(__CUDACC__)
+/// Fills p[0, n) with i % 251 + 1 (never 0) on the device, for the tests past 2^31 elements: each
+/// byte's value tells its index modulo 251. (A template, so that several translation units may
+/// include it.)
+template <class = void>
+__global__ void fill_pattern(std::uint8_t* p, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    p[i] = static_cast<std::uint8_t>(i % 251 + 1);
+}
+#endif
+
 }  // namespace fusex_test

@@ -187,7 +187,7 @@ void eval_device_reduce(const std::tuple<view<T>...>& dsts, cudaStream_t stream,
         piece.rows = L.rows - r0 < L.rows_per_piece ? L.rows - r0 : L.rows_per_piece;
         piece.index64 = false;
         auto ops = ro.ops;
-        for (auto& o : ops) o.data = static_cast<const char*>(o.data) + r0 * o.s[0] * o.elem_size;
+        for (auto& o : ops) advance_operand(o, r0 * o.s[0]);
         launch_rows<std::uint32_t, V>(ops, piece, dst, e, stream);
       }
       return;

@@ -15,6 +15,7 @@
 #include <fusex/config.hpp>
 #include <fusex/core/dtype.hpp>
 #include <fusex/core/shape.hpp>
+#include <fusex/expr/index.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/ops.hpp>
 #include <fusex/expr/reduce.hpp>

@@ -141,7 +141,8 @@ void plan_peel(const view<D>& dst, const E& e, const gemm_output& o, matmul_deci
     const std::int64_t dspan = span_elements(ops[0], space) * ops[0].elem_size;
     int overlapping = 0;
     for (std::size_t i = 1; i < ops.size(); ++i)
-      if (byte_ranges_overlap(ops[0].data, dspan, ops[i].data, span_elements(ops[i], space) * ops[i].elem_size))
+      if (!ops[i].computed &&
+          byte_ranges_overlap(ops[0].data, dspan, ops[i].data, span_elements(ops[i], space) * ops[i].elem_size))
         ++overlapping;
     if (overlapping != 1) return;
     d.peeled = true;
@@ -209,6 +210,7 @@ matmul_decision plan_matmul(const view<D>& dst, const E& e) {
       const shape_t space = g.batched ? gs : shape_t{1, gs[0], gs[1]};
       const std::int64_t dspan = span_elements(ops[0], space) * ops[0].elem_size;
       for (std::size_t i = 1; i < ops.size() && fits; ++i) {
+        if (ops[i].computed) continue;  // no memory
         const std::int64_t lspan = span_elements(ops[i], space) * ops[i].elem_size;
         if (!byte_ranges_overlap(ops[0].data, dspan, ops[i].data, lspan)) continue;
         fits = ops[i].data == ops[0].data && ops[i].elem_size == ops[0].elem_size && ops[i].s[0] == ops[0].s[0] &&

@@ -57,6 +57,18 @@ inline std::string operand_text(const operand_layout& o) {
   return std::string(o.dtype) + " " + o.shape.str() + " strides " + o.strides.str();
 }
 
+/// Moves an operand's start by `elements` elements (a launch in pieces): its address, or, for a
+/// computed operand, the value at its first element that `data` carries (integer arithmetic: no
+/// pointer arithmetic on what is not an address).
+inline void advance_operand(operand_layout& o, std::int64_t elements) {
+  if (o.computed) {
+    o.data = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(o.data) +
+                                           static_cast<std::uintptr_t>(elements));
+  } else {
+    o.data = static_cast<const char*>(o.data) + elements * o.elem_size;
+  }
+}
+
 // Largest element offset an operand reaches in the index space (its extent - 1 times strides).
 inline std::int64_t max_offset(const operand_layout& o, const elementwise_layout& L) {
   std::int64_t m = 0;
@@ -359,7 +371,7 @@ inline std::vector<index32_piece> split_index32(const elementwise_layout& L, con
     box second = b;
     b.L.extent[best] = h;
     second.L.extent[best] = e - h;
-    for (operand_layout& o : second.ops) o.data = static_cast<const char*>(o.data) + h * o.s[best] * o.elem_size;
+    for (operand_layout& o : second.ops) advance_operand(o, h * o.s[best]);
     for (box* x : {&b, &second}) {
       x->L.numel = 1;
       for (int d = 0; d < x->L.rank; ++d) x->L.numel *= x->L.extent[d];

@@ -359,7 +359,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     // trips). Leaves inside reductions are read by the first pass right after the load anyway;
     // a one-value-per-row epilogue reads one element per row, not worth a request per thread.
     for (int i = 0; row_tuning_state().prefetch && L.full_dest && i < n_ops - 1 && i < 32; ++i) {
-      if (((L.cache_modes >> (2 * i)) & 3u) != 0 || in_reduction[i + 1]) continue;
+      if (((L.cache_modes >> (2 * i)) & 3u) != 0 || in_reduction[i + 1] || ops[i + 1].computed) continue;
       L.cache_modes |= std::uint64_t{leaf_prefetch} << (2 * i);
       ++L.prefetched_leaves;
     }

@@ -75,10 +75,14 @@ template <std::size_t I, class... Ts>
 FUSEX_HD FUSEX_FORCEINLINE constexpr decltype(auto) get(const tuple<Ts...>& t) noexcept {
   return leaf_at<I>(t).get();
 }
+// Element I of an rvalue tuple as T&& (an lvalue for a reference element, as std::get).
+template <std::size_t I, class T, bool E>
+FUSEX_HD constexpr T&& rvalue_at(tuple_leaf<I, T, E>& l) noexcept {
+  return static_cast<T&&>(l.get());
+}
 template <std::size_t I, class... Ts>
 FUSEX_HD FUSEX_FORCEINLINE constexpr decltype(auto) get(tuple<Ts...>&& t) noexcept {
-  using T = std::remove_reference_t<decltype(leaf_at<I>(t).get())>;
-  return static_cast<T&&>(leaf_at<I>(t).get());
+  return rvalue_at<I>(t);
 }
 
 template <class T>

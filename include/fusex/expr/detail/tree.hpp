@@ -3,7 +3,7 @@
 /// The one traversal of fusex's trees: expression nodes (leaf_node, scalar_node, map_node,
 /// reduce_node, matmul_node) and the evaluators built from them (leaf_eval, map_eval, reduce_eval,
 /// ...). Every walk (planning, building evaluators, materialising reductions, the row kernel's
-/// register cache, explain, matmul's epilogue) is one of the three below with a small visitor that
+/// register cache, explain, finding and replacing the matmul node) is one of the three below with a small visitor that
 /// names only the node kinds it treats differently; adding a node kind means giving it the inner
 /// node interface (or none: it is then a terminal) and teaching the visitors that care about it.
 ///
