@@ -1,4 +1,4 @@
-// GPU tests of the index leaves (fusex::arange, fusex::index) against coordinates and a double
+// GPU tests of the index leaves (fusex::arange, fusex::iota) against coordinates and a double
 // reference computed here: arange in several dtypes and lengths (vector path and scalar tail),
 // index along each axis into a permuted destination, a causal-mask softmax as one kernel, and an
 // index inside a reduction. Every checked evaluation goes through fusex_test::run (eager, and
@@ -40,7 +40,7 @@ TEST_CASE("gpu: arange(n) is 0..n-1 (vector path, tail and scalar path)", "[gpu]
   }
 }
 
-TEST_CASE("gpu: index(shape, axis) along every axis into a permuted destination", "[gpu][elementwise][index]") {
+TEST_CASE("gpu: iota(shape, axis) along every axis into a permuted destination", "[gpu][elementwise][index]") {
   const shape_t s{5, 64, 33};
   const std::int64_t n = 5 * 64 * 33;
   for (int axis = 0; axis < 3; ++axis) {
@@ -50,7 +50,7 @@ TEST_CASE("gpu: index(shape, axis) along every axis into a permuted destination"
     // Dimensions reversed in memory: strides {1, 5, 320}.
     auto yv = fusex::make_view(y.data(), s, fusex::strides_t{1, 5, 320});
     stream_guard sg;
-    fusex_test::run(sg.s, [&](cudaStream_t st) { fusex::eval(yv, fusex::index(s, axis) * 2.0 + 1.0, st); });
+    fusex_test::run(sg.s, [&](cudaStream_t st) { fusex::eval(yv, fusex::iota(s, axis) * 2.0 + 1.0, st); });
     const auto h = y.download();
     std::size_t bad = 0;
     for (std::int64_t i = 0; i < 5; ++i)
@@ -72,7 +72,7 @@ TEST_CASE("gpu: a causal-mask softmax is one kernel and matches a double referen
     y.poison();
     const auto s = fusex::make_view<const float>(x.data(), {L, L});
     const float ninf = -std::numeric_limits<float>::infinity();
-    const auto e = fusex::softmax(fusex::where(fusex::index(s, 1) > fusex::index(s, 0), ninf, s), -1);
+    const auto e = fusex::softmax(fusex::where(fusex::iota(s, 1) > fusex::iota(s, 0), ninf, s), -1);
     auto yv = fusex::make_view(y.data(), {L, L});
     stream_guard sg;
     fusex_test::run(sg.s, [&](cudaStream_t st) { fusex::eval(yv, e, st); });
@@ -108,7 +108,7 @@ TEST_CASE("gpu: an index inside reductions", "[gpu][reduce][index]") {
   stream_guard sg;
   fusex_test::run(sg.s, [&](cudaStream_t st) {
     fusex::eval(fusex::make_view(s.data(), {}), fusex::sum(fusex::arange(n)), st);
-    fusex::eval(fusex::make_view(m.data(), {37}), fusex::mean(fusex::index(shape_t{1001, 37}, 0), 0), st);
+    fusex::eval(fusex::make_view(m.data(), {37}), fusex::mean(fusex::iota(shape_t{1001, 37}, 0), 0), st);
   });
   CHECK(s.download()[0] == n * (n - 1) / 2);
   for (float v : m.download()) CHECK(v == 500.0f);
@@ -127,7 +127,7 @@ TEST_CASE("gpu: an index in the row kernel with no other leaf, and with a view i
   cs.poison();
   stream_guard sg;
   fusex_test::run(sg.s, [&](cudaStream_t st) {
-    fusex::eval(fusex::make_view(mx.data(), {rows}), fusex::amax(fusex::index(shape_t{rows, cols}, 1), 1), st);
+    fusex::eval(fusex::make_view(mx.data(), {rows}), fusex::amax(fusex::iota(shape_t{rows, cols}, 1), 1), st);
     fusex::eval(fusex::make_view(cs.data(), {cols}),
                 fusex::sum(fusex::make_view<const float>(x.data(), {rows, cols}) * fusex::arange(cols), 0), st);
   });

@@ -1,4 +1,4 @@
-// Host tests of the index leaves (fusex::arange, fusex::index): values against coordinates computed
+// Host tests of the index leaves (fusex::arange, fusex::iota): values against coordinates computed
 // here, in every destination layout the planner reorders, broadcast, inside reductions, a causal
 // mask with a softmax against a double reference, errors, the plan printer; and, through the
 // evaluators the kernels use, the vector lanes and the launch in 32-bit pieces (each piece's index
@@ -38,7 +38,7 @@ TEST_CASE("index: arange(n) is 0..n-1 in any destination dtype", "[eval][index]"
   STATIC_REQUIRE(std::is_same_v<fusex::result_t<decltype(fusex::arange(4))>, std::int64_t>);
 }
 
-TEST_CASE("index: index(shape, axis) along every axis, into contiguous and permuted destinations",
+TEST_CASE("index: iota(shape, axis) along every axis, into contiguous and permuted destinations",
           "[eval][index]") {
   const shape_t s{3, 4, 5};
   const i64 st[3] = {20, 5, 1};
@@ -47,14 +47,14 @@ TEST_CASE("index: index(shape, axis) along every axis, into contiguous and permu
     INFO("axis " << axis);
     host_array<i64> y(60);
     poison(y);
-    fusex::host::eval(y.view(s), fusex::index(s, axis));
+    fusex::host::eval(y.view(s), fusex::iota(s, axis));
     for (i64 i = 0; i < 60; ++i) CHECK(y[static_cast<std::size_t>(i)] == (i / st[a]) % s[a]);
     // The destination's dimensions reversed in memory: the planner orders the index space by the
     // destination's strides, and the index leaf follows.
     host_array<double> t(60);
     poison(t);
     auto tv = fusex::make_view(t.data(), s, fusex::strides_t{1, 3, 12});
-    fusex::host::eval(tv, fusex::index(s, axis) * 1.0);
+    fusex::host::eval(tv, fusex::iota(s, axis) * 1.0);
     for (i64 i = 0; i < 3; ++i)
       for (i64 j = 0; j < 4; ++j)
         for (i64 k = 0; k < 5; ++k) {
@@ -70,8 +70,8 @@ TEST_CASE("index: broadcasting, an index of an operand's shape, and a column-maj
   const auto xv = x.cview({rows, cols});
   host_array<float> y(static_cast<std::size_t>(rows * cols));
   poison(y);
-  // A [cols] index broadcast along the rows, and index(x, 0) with x's own shape.
-  fusex::host::eval(y.view({rows, cols}), xv + fusex::arange(cols) - fusex::index(xv, 0) * 100);
+  // A [cols] index broadcast along the rows, and iota(x, 0) with x's own shape.
+  fusex::host::eval(y.view({rows, cols}), xv + fusex::arange(cols) - fusex::iota(xv, 0) * 100);
   for (i64 r = 0; r < rows; ++r)
     for (i64 c = 0; c < cols; ++c) {
       const auto u = static_cast<std::size_t>(r * cols + c);
@@ -81,7 +81,7 @@ TEST_CASE("index: broadcasting, an index of an operand's shape, and a column-maj
   host_array<i64> z(static_cast<std::size_t>(rows * cols));
   poison(z);
   auto zt = fusex::make_view(z.data(), {cols, rows}, fusex::strides_t{1, cols});  // z^T
-  fusex::host::eval(zt, fusex::index(zt, 0) * 1000 + fusex::index(zt, 1));
+  fusex::host::eval(zt, fusex::iota(zt, 0) * 1000 + fusex::iota(zt, 1));
   for (i64 r = 0; r < rows; ++r)
     for (i64 c = 0; c < cols; ++c) CHECK(z[static_cast<std::size_t>(r * cols + c)] == c * 1000 + r);
 }
@@ -97,8 +97,8 @@ TEST_CASE("index: inside reductions", "[eval][index][reduce]") {
   host_array<i64> mx(5);
   poison(m);
   poison(mx);
-  fusex::host::eval(m.view({3}), fusex::mean(fusex::index(shape_t{5, 3}, 0), 0));
-  fusex::host::eval(mx.view({5}), fusex::amax(fusex::index(shape_t{5, 3}, 1), 1));
+  fusex::host::eval(m.view({3}), fusex::mean(fusex::iota(shape_t{5, 3}, 0), 0));
+  fusex::host::eval(mx.view({5}), fusex::amax(fusex::iota(shape_t{5, 3}, 1), 1));
   for (std::size_t j = 0; j < 3; ++j) CHECK(m[j] == 2.0f);
   for (std::size_t i = 0; i < 5; ++i) CHECK(mx[i] == 2);
   // An index times a view, reduced over the other axis: sum over rows of x[r, c] * c.
@@ -122,7 +122,7 @@ TEST_CASE("index: a causal mask with a softmax, against a double reference; expl
   host_array<float> y(static_cast<std::size_t>(L * L));
   poison(y);
   const float ninf = -std::numeric_limits<float>::infinity();
-  auto masked = fusex::where(fusex::index(s, 1) > fusex::index(s, 0), ninf, s);
+  auto masked = fusex::where(fusex::iota(s, 1) > fusex::iota(s, 0), ninf, s);
   fusex::host::eval(y.view({L, L}), fusex::softmax(masked, -1));
   for (i64 i = 0; i < L; ++i) {
     double m = -INFINITY, sum = 0;
@@ -155,13 +155,13 @@ TEST_CASE("index: explain of an elementwise expression names the index leaf and 
 
 TEST_CASE("index: bad axes and extents throw shape_error naming the shape", "[eval][index][errors]") {
   CHECK_THROWS_AS(fusex::arange(-1), fusex::shape_error);
-  CHECK_THROWS_WITH(fusex::index(shape_t{3, 4}, 2), Catch::Matchers::Contains("axis 2") &&
+  CHECK_THROWS_WITH(fusex::iota(shape_t{3, 4}, 2), Catch::Matchers::Contains("axis 2") &&
                                                          Catch::Matchers::Contains("[3, 4]"));
-  CHECK_THROWS_WITH(fusex::index(shape_t{3, 4}, -3), Catch::Matchers::Contains("[3, 4]"));
-  CHECK_THROWS_AS(fusex::index(shape_t{}, 0), fusex::shape_error);
+  CHECK_THROWS_WITH(fusex::iota(shape_t{3, 4}, -3), Catch::Matchers::Contains("[3, 4]"));
+  CHECK_THROWS_AS(fusex::iota(shape_t{}, 0), fusex::shape_error);
   host_array<i64> y(12);
   // An index of one shape into a destination it does not broadcast to.
-  CHECK_THROWS_AS(fusex::host::eval(y.view({3, 4}), fusex::index(shape_t{4, 3}, 0)), fusex::shape_error);
+  CHECK_THROWS_AS(fusex::host::eval(y.view({3, 4}), fusex::iota(shape_t{4, 3}, 0)), fusex::shape_error);
 }
 
 // Through the kernels' own evaluators and planner: the vector lanes of an index leaf, and a plan
@@ -172,7 +172,7 @@ TEST_CASE("index: vector lanes and 32-bit pieces through the evaluators", "[eval
   const i64 rows = 6, cols = 12;
   host_array<float> y(static_cast<std::size_t>(rows * cols));
   const auto dst = std::make_tuple(y.view({rows, cols}));
-  const auto e = as_expr(fusex::index(shape_t{rows, cols}, 1) + fusex::index(shape_t{rows, cols}, 0) * 100);
+  const auto e = as_expr(fusex::iota(shape_t{rows, cols}, 1) + fusex::iota(shape_t{rows, cols}, 0) * 100);
   const auto pe = prepare(dst, e);
   REQUIRE(pe.layout.vector_width == 4);
   auto check_space = [&](const elementwise_layout& L, const std::vector<operand_layout>& ops, int V) {

@@ -2,9 +2,9 @@
 /// \file
 /// Index leaves: expressions whose value at each element is that element's coordinate along one
 /// axis, computed in the kernel (nothing is read from memory). `fusex::arange(n)` is 0, 1, ..., n-1;
-/// `fusex::index(shape, axis)` is the coordinate along `axis` of an array of that shape, and
+/// `fusex::iota(shape, axis)` is the coordinate along `axis` of an array of that shape, and
 /// broadcasts like any operand, so a causal mask is an expression:
-/// `softmax(where(index(s, 1) > index(s, 0), -inf, s))` with `s` of shape [L, L] is one kernel.
+/// `softmax(where(iota(s, 1) > iota(s, 0), -inf, s))` with `s` of shape [L, L] is one kernel.
 
 #include <fusex/core/shape.hpp>
 #include <fusex/error.hpp>
@@ -39,27 +39,31 @@ struct index_node : detail::expr_base {
 
 /// The coordinates along `axis` (negative: from the end) of an array of shape `s`, as an int64
 /// expression of that shape. Throws fusex::shape_error for an axis out of range.
-inline index_node index(const shape_t& s, int axis) {
+///
+/// (Not named `index`: a function template `fusex::index` made nvcc's front end in clang mode parse
+/// `a.index < 0` in fusex's own templates, and in users' under `using namespace fusex`, as a
+/// template argument list.)
+inline index_node iota(const shape_t& s, int axis) {
   if (axis < -s.rank() || axis >= s.rank()) {
-    throw shape_error("fusex::index: axis " + std::to_string(axis) + " is out of range for shape " + s.str());
+    throw shape_error("fusex::iota: axis " + std::to_string(axis) + " is out of range for shape " + s.str());
   }
   for (int d = 0; d < s.rank(); ++d) {
-    if (s[d] < 0) throw shape_error("fusex::index: shape " + s.str() + " has a negative extent");
+    if (s[d] < 0) throw shape_error("fusex::iota: shape " + s.str() + " has a negative extent");
   }
   index_node n;
   n.extent = s;
   n.axis = axis < 0 ? axis + s.rank() : axis;
   return n;
 }
-/// The coordinates along `axis` of an operand's shape: `index(x, -1)` is each element's column.
+/// The coordinates along `axis` of an operand's shape: `iota(x, -1)` is each element's column.
 template <class X, std::enable_if_t<is_operand_v<X>, int> = 0>
-index_node index(const X& x, int axis) {
-  return index(as_expr(x).shape(), axis);
+index_node iota(const X& x, int axis) {
+  return iota(as_expr(x).shape(), axis);
 }
 /// 0, 1, ..., n-1 as an int64 expression of shape [n]. Throws fusex::shape_error for n < 0.
 inline index_node arange(std::int64_t n) {
   if (n < 0) throw shape_error("fusex::arange: n = " + std::to_string(n) + " is negative");
-  return index(shape_t{n}, 0);
+  return iota(shape_t{n}, 0);
 }
 
 }  // namespace fusex
