@@ -174,3 +174,49 @@ TEST_CASE("gpu: a full sum over more than 2^31 elements", "[gpu][reduce][large]"
   for (std::size_t i = cycles * 251; i < n; ++i) expect += static_cast<std::int64_t>(i % 251 + 1);
   CHECK(s.download()[0] == expect);
 }
+
+// Reductions whose counts or offsets reach 2^31 run as several launches of the 32-bit kernels
+// (plan/reduce_pieces.hpp). Index leaves make them cheap (no memory) and every answer exact:
+//  - one output over more than 2^31 elements: its pieces leave partials that one launch combines
+//    (sum; a mean of threes divides by the whole count; argmin's index is the piece's first plus its own);
+//  - several outputs of that kind (each output's pieces start at its own row);
+//  - whole rows or columns whose count reaches 2^31: the outputs are cut (the 2-D row and column
+//    kernels per piece, writing at an offset).
+TEST_CASE("gpu: reductions over 2^31 elements or more run in 32-bit pieces", "[gpu][reduce][large]") {
+  using fusex::shape_t;
+  const std::int64_t n = (std::int64_t{1} << 31) + 4099, peak = (std::int64_t{1} << 31) + 17;
+  const std::int64_t m = (std::int64_t{1} << 31) + 5;
+  const std::int64_t rows = std::int64_t{1} << 21, cols = 1024;
+  device_array<std::int64_t> total(1), where_min(1), per_row(3), row_sums(static_cast<std::size_t>(rows)),
+      col_sums(static_cast<std::size_t>(rows));
+  device_array<float> average(1);
+  total.poison();
+  where_min.poison();
+  per_row.poison();
+  row_sums.poison();
+  col_sums.poison();
+  average.poison();
+  stream_guard sg;
+  run(sg.s, [&](cudaStream_t st) {
+    fusex::eval(fusex::make_view(total.data(), {}), fusex::sum(fusex::arange(n)), st);
+    fusex::eval(fusex::make_view(average.data(), {}), fusex::mean(fusex::arange(n) * 0 + 3), st);
+    fusex::eval(fusex::make_view(where_min.data(), {}), fusex::argmin(fusex::abs(fusex::arange(n) - peak)), st);
+    const shape_t s3{3, m};
+    fusex::eval(fusex::make_view(per_row.data(), {3}), fusex::sum(fusex::iota(s3, 1) + fusex::iota(s3, 0), 1), st);
+    fusex::eval(fusex::make_view(row_sums.data(), {rows}), fusex::sum(fusex::iota(shape_t{rows, cols}, 0), 1), st);
+    fusex::eval(fusex::make_view(col_sums.data(), {rows}), fusex::sum(fusex::iota(shape_t{cols, rows}, 1), 0), st);
+  });
+  CHECK(total.download()[0] == n * (n - 1) / 2);
+  CHECK(average.download()[0] == 3.0f);  // the partial sums divided by the whole count
+  CHECK(where_min.download()[0] == peak);
+  const auto pr = per_row.download();
+  for (std::int64_t k = 0; k < 3; ++k) CHECK(pr[static_cast<std::size_t>(k)] == m * (m - 1) / 2 + k * m);
+  const auto rsum = row_sums.download(), csum = col_sums.download();
+  std::int64_t bad_rows = 0, bad_cols = 0;
+  for (std::int64_t k = 0; k < rows; ++k) {
+    bad_rows += rsum[static_cast<std::size_t>(k)] != k * cols;
+    bad_cols += csum[static_cast<std::size_t>(k)] != k * cols;
+  }
+  CHECK(bad_rows == 0);
+  CHECK(bad_cols == 0);
+}

@@ -45,6 +45,7 @@ struct reduce_params {
   Index splits;                      // partial accumulators per output
   int nk, nr;                        // kept and reduced dimension counts
   fast_divmod<Index> div[max_rank];  // extent of each coordinate position
+  std::int64_t n_base;               // a piece's first reduced element (argmin/argmax indices)
 };
 
 /// Writes the row-major decomposition of `i` over positions [lo, hi) into c.
@@ -492,9 +493,9 @@ __global__ void __launch_bounds__(256)
     for (Index n = s; n < p.n_count; n += p.splits) {
       decode(n, p.nk, p.nk + p.nr, p.div, c);
       acc = op.template combine<T>(
-          acc, op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
+          acc, op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n) + p.n_base));
     }
-    if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(acc, static_cast<std::int64_t>(p.n_count)));
+    if (partials == nullptr) out[k] = convert<OutT>(op.template finish<T>(acc, static_cast<std::int64_t>(p.n_count)));
     else partials[s * p.k_count + k] = acc;
   }
 }
@@ -533,19 +534,20 @@ __global__ void __launch_bounds__(256)
     }
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u)
-      acc[u] = combine(acc[u], op.template lift<T>(v[u], static_cast<std::int64_t>(n + static_cast<Index>(u) * step)));
+      acc[u] = combine(acc[u], op.template lift<T>(v[u], static_cast<std::int64_t>(n + static_cast<Index>(u) * step) +
+                                                              p.n_base));
   }
   for (; n < p.n_count; n += step) {
     decode(n, p.nk, p.nk + p.nr, p.div, c);
-    acc[0] = combine(acc[0],
-                     op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n)));
+    acc[0] = combine(acc[0], op.template lift<T>(child.template load<1>(c, no_context{}).v[0],
+                                                 static_cast<std::int64_t>(n) + p.n_base));
   }
   Acc a = acc[0];
   FUSEX_UNROLL
   for (int u = 1; u < U; ++u) a = combine(a, acc[u]);
   a = group_reduce(a, combine, static_cast<int>(blockDim.x), reinterpret_cast<Acc*>(scratch));
   if (threadIdx.x == 0) {
-    if (p.splits == 1) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(p.n_count)));
+    if (partials == nullptr) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(p.n_count)));
     else partials[k * p.splits + s] = a;
   }
 }
@@ -727,7 +729,7 @@ __global__ void __launch_bounds__(256)
 /// 256 threads took 4.4 us on the H200, twice as long as 528.
 template <class Index, class Op, class T, class Acc, class OutT>
 __global__ void __launch_bounds__(256)
-    reduce_finish_kernel(const Index k_count, const Index splits, const Index n_count, const bool k_major, const Op op,
+    reduce_finish_kernel(const Index k_count, const Index splits, const std::int64_t n_count, const bool k_major, const Op op,
                          const Acc* partials, OutT* out) {
   pdl_begin();
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
@@ -753,7 +755,7 @@ __global__ void __launch_bounds__(256)
   FUSEX_UNROLL
   for (int u = 1; u < U; ++u) a = combine(a, acc[u]);
   a = group_reduce(a, combine, static_cast<int>(blockDim.x), reinterpret_cast<Acc*>(scratch));
-  if (threadIdx.x == 0) out[k] = convert<OutT>(op.template finish<T>(a, static_cast<std::int64_t>(n_count)));
+  if (threadIdx.x == 0) out[k] = convert<OutT>(op.template finish<T>(a, n_count));
 }
 #endif
 

@@ -10,6 +10,7 @@
 #include <fusex/device/evaluator.hpp>
 #include <fusex/expr/reduce.hpp>
 #include <fusex/memory/buffer.hpp>
+#include <fusex/plan/reduce_pieces.hpp>
 #include <fusex/plan/reduce_plan.hpp>
 
 #include <array>
@@ -300,16 +301,18 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
 #endif
 
 #if defined(__CUDACC__)
-template <class Index, class Op, class C>
-void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
-                           const std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1>& ops,
-                           compute_t<typename reduce_node<Op, C>::value_type>* out, device_reducer& dr) {
-  using T = typename C::value_type;
-  using R = compute_t<typename reduce_node<Op, C>::value_type>;
-  using Acc = typename Op::template acc<T>;
-  static_assert(sizeof(Acc) <= 32, "fusex: internal: accumulator larger than the scratch slot");
-  const device_properties& dev = current_device_info();
-  // Leaf strides in coordinate-position order: kept dimensions first, then reduced ones.
+// Where a generic reduction's results go: finished values at `out`, or, for a piece of a reduction
+// whose outputs' reduced elements are cut (plan/reduce_pieces.hpp), partial accumulators.
+struct generic_target {
+  void* partials = nullptr;     // non-null: write this many partials (at most max_splits), no finish
+  std::int64_t max_splits = 0;  // room for partials per piece
+  std::int64_t* used = nullptr;  // partials written
+  std::int64_t n_base = 0;       // the piece's first reduced element (argmin/argmax indices)
+};
+
+// Leaf strides in coordinate-position order: kept dimensions first, then reduced ones.
+template <std::size_t N>
+std::array<operand_layout, N> to_positions(const std::array<operand_layout, N>& ops, const reduce_split& sp) {
   auto reordered = ops;
   for (auto& o : reordered) {
     std::int64_t t[max_rank] = {};
@@ -317,6 +320,25 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
     for (int j = 0; j < sp.nr; ++j) t[sp.nk + j] = o.s[sp.rdim[j]];
     for (int d = 0; d < max_rank; ++d) o.s[d] = t[d];
   }
+  return reordered;
+}
+
+// One launch (or two, with a finishing one) of the generic reduction kernels, 32-bit indices: the
+// caller has checked that counts and offsets fit (device_reducer cuts larger ones into pieces).
+// `inner_reduced`: whether the operand's innermost dimension is reduced (threads then run along
+// the reduced elements).
+template <class Op, class C>
+void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
+                           const std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1>& ops,
+                           bool inner_reduced, compute_t<typename reduce_node<Op, C>::value_type>* out,
+                           device_reducer& dr, const generic_target& target) {
+  using Index = std::uint32_t;
+  using T = typename C::value_type;
+  using R = compute_t<typename reduce_node<Op, C>::value_type>;
+  using Acc = typename Op::template acc<T>;
+  static_assert(sizeof(Acc) <= 32, "fusex: internal: accumulator larger than the scratch slot");
+  const device_properties& dev = current_device_info();
+  const auto reordered = to_positions(ops, sp);
   leaf_strides_source<Index> src{reordered.data() + 1, 0, 0};
   const auto child = build_evaluator(n.child, src);
   reduce_params<Index> p{};
@@ -324,17 +346,15 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
   p.n_count = static_cast<Index>(sp.n_count);
   p.nk = sp.nk;
   p.nr = sp.nr;
+  p.n_base = target.n_base;
   // (An empty reduced dimension is never decoded; divide by 1 rather than 0.)
   auto divisor = [](std::int64_t e) { return fast_divmod<Index>(static_cast<Index>(e > 0 ? e : 1)); };
   for (int j = 0; j < sp.nk; ++j) p.div[j] = divisor(s[sp.kdim[j]]);
   for (int j = 0; j < sp.nr; ++j) p.div[sp.nk + j] = divisor(s[sp.rdim[j]]);
-  const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
   const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
-  // (32-bit plans only: not instantiating the 64-bit variants, for tensors of 2^31 elements or
-  // more, keeps compile time down; those use the generic kernels.)
-  if constexpr (sizeof(Index) == 4) {
-    if (launch_reduce_2d<Index>(n, s, sp, reordered, inner_reduced, resident, out, dr)) return;
-  }
+  if (target.partials == nullptr &&
+      launch_reduce_2d<Index>(n, s, sp, reordered, inner_reduced, resident, out, dr))
+    return;
   std::int64_t splits = 1;
   if (inner_reduced) {
     const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;
@@ -345,10 +365,13 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
     const std::int64_t most = sp.n_count / 16;
     splits = want < most ? want : most;
   }
+  if (target.partials != nullptr && splits > target.max_splits) splits = target.max_splits;
   if (splits < 1) splits = 1;
   p.splits = static_cast<Index>(splits);
-  Acc* partials = nullptr;
-  if (splits > 1) {
+  Acc* partials = static_cast<Acc*>(target.partials);
+  if (partials != nullptr) {
+    *target.used = splits;
+  } else if (splits > 1) {
     dr.storage.emplace_back(static_cast<std::size_t>(splits * sp.k_count) * sizeof(Acc), dr.stream);
     partials = reinterpret_cast<Acc*>(dr.storage.back().data());
   }
@@ -365,14 +388,78 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
     launch_kernel("reduce_thread_kernel", &reduce_thread_kernel<Index, Op, decltype(child), Acc, R>,
                   dim3(static_cast<unsigned>(blocks)), dim3(256), 0, dr.stream, dev, p, n.op, child, partials, out);
   }
-  if (splits > 1) {
+  if (target.partials == nullptr && splits > 1) {
     const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
     const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
     launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid,
                   dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
-                  static_cast<Index>(splits), static_cast<Index>(sp.n_count), inner_reduced, n.op,
-                  static_cast<const Acc*>(partials), out);
+                  static_cast<Index>(splits), sp.n_count, inner_reduced, n.op, static_cast<const Acc*>(partials),
+                  out);
   }
+}
+
+// A reduction whose element count or operand offsets reach 2^31: launches over pieces that each
+// fit 32-bit indices (plan/reduce_pieces.hpp), instead of 64-bit twins of every kernel.
+template <class Op, class C, std::size_t N>
+void launch_reduce_in_pieces(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
+                             const std::array<operand_layout, N>& ops, bool inner_reduced,
+                             compute_t<typename reduce_node<Op, C>::value_type>* out, device_reducer& dr) {
+  using T = typename C::value_type;
+  using R = compute_t<typename reduce_node<Op, C>::value_type>;
+  using Acc = typename Op::template acc<T>;
+  const auto pos = to_positions(ops, sp);
+  std::int64_t ext[max_rank] = {};
+  for (int j = 0; j < sp.nk; ++j) ext[j] = s[sp.kdim[j]];
+  for (int j = 0; j < sp.nr; ++j) ext[sp.nk + j] = s[sp.rdim[j]];
+  const reduce_piece_plan plan = plan_reduce_pieces(sp.nk, sp.nr, ext, pos.data() + 1, static_cast<int>(N) - 1);
+  // Each piece is a reduction in position space: its shape is the box, its kept positions come
+  // first, and its operands start at the box's first element.
+  const int rank = sp.nk + sp.nr;
+  std::uint32_t mask = 0;
+  for (int q = sp.nk; q < rank; ++q) mask |= 1u << q;
+  auto piece = [&](const reduce_piece& pc, shape_t& ps, std::array<operand_layout, N>& po) {
+    for (int q = 0; q < rank; ++q) ps.push_back(pc.extent[q]);
+    po = pos;
+    for (std::size_t i = 1; i < N; ++i) {
+      std::int64_t off = 0;
+      for (int q = 0; q < rank; ++q) off += pc.start[q] * po[i].s[q];
+      advance_operand(po[i], off);
+    }
+  };
+  if (!plan.split_reduced) {
+    for_each_reduce_piece(plan, [&](const reduce_piece& pc) {
+      shape_t ps;
+      std::array<operand_layout, N> po;
+      piece(pc, ps, po);
+      launch_generic_reduce(n, ps, split_dims(ps, mask), po, inner_reduced, out + pc.k_first, dr, generic_target{});
+    });
+    return;
+  }
+  // One output at a time: its pieces leave partial accumulators side by side, then one launch
+  // combines them (threads along the reduced elements: a piece has one output).
+  const device_properties& dev = current_device_info();
+  generic_target t;
+  t.max_splits = 2 * std::int64_t{dev.sm_count} * dev.max_threads_per_sm / 256 + 1;
+  dr.storage.emplace_back(static_cast<std::size_t>(pieces_per_output(plan) * t.max_splits) * sizeof(Acc), dr.stream);
+  Acc* partials = reinterpret_cast<Acc*>(dr.storage.back().data());
+  const std::int64_t n_total = sp.n_count;
+  std::int64_t used = 0, filled = 0;
+  t.used = &used;
+  for_each_reduce_piece(plan, [&](const reduce_piece& pc) {
+    shape_t ps;
+    std::array<operand_layout, N> po;
+    piece(pc, ps, po);
+    if (pc.n_first == 0) filled = 0;
+    t.partials = partials + filled;
+    t.n_base = pc.n_first;
+    launch_generic_reduce(n, ps, split_dims(ps, mask), po, true, out, dr, t);
+    filled += used;
+    if (pc.n_first + pc.n_count == n_total) {
+      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<std::uint32_t, Op, T, Acc, R>, dim3(1), dim3(256), 0,
+                    dr.stream, dev, std::uint32_t{1}, static_cast<std::uint32_t>(filled), n_total, true, n.op,
+                    static_cast<const Acc*>(partials), out + pc.k_first);
+    }
+  });
 }
 
 template <class Op, class C>
@@ -388,11 +475,12 @@ materialized_reduction_t<Op, C> device_reducer::operator()(const reduce_node<Op,
     std::int64_t biggest = sp.k_count * (sp.n_count > 0 ? sp.n_count : 1);
     for (std::size_t i = 1; i < ops.size(); ++i) {
       std::int64_t m = 1;
-      for (int d = 0; d < s.rank(); ++d) m += (s[d] - 1) * ops[i].s[d];
+      for (int d = 0; d < s.rank(); ++d) m += (s[d] - 1) * abs_stride(ops[i].s[d]);
       if (m > biggest) biggest = m;
     }
-    if (biggest >= (std::int64_t{1} << 31)) launch_generic_reduce<std::uint64_t>(n, s, sp, ops, out, *this);
-    else launch_generic_reduce<std::uint32_t>(n, s, sp, ops, out, *this);
+    const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
+    if (biggest >= index32_limit) launch_reduce_in_pieces(n, s, sp, ops, inner_reduced, out, *this);
+    else launch_generic_reduce(n, s, sp, ops, inner_reduced, out, *this, generic_target{});
   }
   return leaf_node<R>{{}, view<const R>(out, n.shape())};
 }

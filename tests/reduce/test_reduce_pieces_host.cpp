@@ -1,0 +1,218 @@
+// The pieces of a reduction too large for 32-bit indices (plan/reduce_pieces.hpp), checked on the
+// host with small limits: over random shapes and strides, the pieces tile the coordinate space
+// exactly once, each fits the limit in count and in every operand's span, each one's outputs and
+// reduced elements are the contiguous linear ranges it claims, and the pieces of one output come
+// in order. The GPU test (test_reduce_gpu_more.cu) runs real reductions over 2^31 elements.
+#include <fusex/plan/reduce_pieces.hpp>
+
+#include "fusex_catch.hpp"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using fusex::detail::operand_layout;
+using fusex::detail::reduce_piece;
+using fusex::detail::reduce_piece_plan;
+
+struct problem {
+  int nk = 0, nr = 0;
+  std::int64_t ext[fusex::max_rank] = {};
+  std::vector<operand_layout> ops;
+  std::int64_t limit = 0;
+
+  std::string text() const {
+    std::string t = "kept [";
+    for (int q = 0; q < nk; ++q) t += std::to_string(ext[q]) + (q + 1 < nk ? ", " : "");
+    t += "] reduced [";
+    for (int q = nk; q < nk + nr; ++q) t += std::to_string(ext[q]) + (q + 1 < nk + nr ? ", " : "");
+    t += "] limit " + std::to_string(limit) + " strides";
+    for (const auto& o : ops) {
+      t += " (";
+      for (int q = 0; q < nk + nr; ++q) t += std::to_string(o.s[q]) + (q + 1 < nk + nr ? "," : "");
+      t += ")";
+    }
+    return t;
+  }
+};
+
+// Row-major linear index of coordinates c over positions [a, b).
+std::int64_t linear(const problem& p, const std::int64_t* c, int a, int b) {
+  std::int64_t l = 0;
+  for (int q = a; q < b; ++q) l = l * p.ext[q] + c[q];
+  return l;
+}
+
+// Checks a plan against the rules, independently of how the planner chose it.
+void check_plan(const problem& p) {
+  INFO(p.text());
+  const int rank = p.nk + p.nr;
+  std::int64_t k_total = 1, n_total = 1;
+  for (int q = 0; q < p.nk; ++q) k_total *= p.ext[q];
+  for (int q = p.nk; q < rank; ++q) n_total *= p.ext[q];
+  const reduce_piece_plan plan =
+      fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), static_cast<int>(p.ops.size()), p.limit);
+  std::vector<int> seen(static_cast<std::size_t>(k_total * n_total), 0);
+  std::int64_t pieces = 0, prev_k = -1, next_n = 0;
+  fusex::detail::for_each_reduce_piece(plan, [&](const reduce_piece& pc) {
+    ++pieces;
+    std::int64_t count = 1;
+    for (int q = 0; q < rank; ++q) {
+      REQUIRE(pc.extent[q] >= 1);
+      REQUIRE(pc.start[q] >= 0);
+      REQUIRE(pc.start[q] + pc.extent[q] <= p.ext[q]);
+      count *= pc.extent[q];
+    }
+    CHECK(count < p.limit);
+    for (const auto& o : p.ops) {
+      std::int64_t span = 0;
+      for (int q = 0; q < rank; ++q) span += (pc.extent[q] - 1) * (o.s[q] < 0 ? -o.s[q] : o.s[q]);
+      CHECK(span < p.limit);
+    }
+    // The claimed ranges are the box's linear indices, contiguous.
+    std::int64_t k_box = 1, n_box = 1;
+    for (int q = 0; q < p.nk; ++q) k_box *= pc.extent[q];
+    for (int q = p.nk; q < rank; ++q) n_box *= pc.extent[q];
+    CHECK(pc.k_count == k_box);
+    CHECK(pc.n_count == n_box);
+    CHECK(pc.k_first == linear(p, pc.start, 0, p.nk));
+    CHECK(pc.n_first == linear(p, pc.start, p.nk, rank));
+    if (plan.split_reduced) {
+      CHECK(pc.k_count == 1);
+      if (pc.k_first != prev_k) {
+        CHECK(next_n == (prev_k < 0 ? 0 : n_total));  // the previous output was complete
+        CHECK(pc.k_first == prev_k + 1);
+        next_n = 0;
+        prev_k = pc.k_first;
+      }
+      CHECK(pc.n_first == next_n);  // in order, no gap
+      next_n = pc.n_first + pc.n_count;
+    } else {
+      CHECK(pc.n_count == n_total);
+    }
+    // Mark every element of the box, visiting it as the kernels' decode would.
+    std::int64_t c[fusex::max_rank] = {};
+    for (std::int64_t e = 0; e < count; ++e) {
+      std::int64_t rem = e;
+      for (int q = rank - 1; q >= 0; --q) {
+        c[q] = pc.start[q] + rem % pc.extent[q];
+        rem /= pc.extent[q];
+      }
+      const std::int64_t k = linear(p, c, 0, p.nk), n = linear(p, c, p.nk, rank);
+      CHECK(k >= pc.k_first);
+      CHECK(k < pc.k_first + pc.k_count);
+      CHECK(n >= pc.n_first);
+      CHECK(n < pc.n_first + pc.n_count);
+      ++seen[static_cast<std::size_t>(k * n_total + n)];
+    }
+  });
+  if (plan.split_reduced) {
+    CHECK(prev_k == k_total - 1);
+    CHECK(next_n == n_total);
+    CHECK(fusex::detail::pieces_per_output(plan) * k_total == pieces);
+  }
+  std::int64_t wrong = 0;
+  for (int v : seen) wrong += v != 1;
+  CHECK(wrong == 0);
+}
+
+operand_layout strided(const problem& p, const std::vector<std::int64_t>& s) {
+  operand_layout o;
+  for (int q = 0; q < p.nk + p.nr; ++q) o.s[q] = s[static_cast<std::size_t>(q)];
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("reduce pieces: a full reduction over more than the limit is cut along its elements",
+          "[host][reduce][pieces]") {
+  problem p;
+  p.nr = 1;
+  p.ext[0] = 1000;
+  p.limit = 128;
+  p.ops.push_back(strided(p, {1}));
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, p.limit);
+  CHECK(plan.split_reduced);
+  CHECK(plan.chunk == 127);
+  CHECK(fusex::detail::pieces_per_output(plan) == 8);
+  check_plan(p);
+}
+
+TEST_CASE("reduce pieces: whole reductions are preferred, the outputs cut", "[host][reduce][pieces]") {
+  problem p;  // [300, 20] summed over axis 1, contiguous: 6000 elements, 128 per piece
+  p.nk = 1;
+  p.nr = 1;
+  p.ext[0] = 300;
+  p.ext[1] = 20;
+  p.limit = 128;
+  p.ops.push_back(strided(p, {20, 1}));
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, p.limit);
+  CHECK_FALSE(plan.split_reduced);
+  CHECK(plan.level == 0);
+  CHECK(plan.chunk == 6);  // 6 * 20 = 120 < 128 elements, span 119
+  check_plan(p);
+  // A broadcast operand spans nothing along its broadcast axis; a transposed one spans more.
+  p.ops.push_back(strided(p, {0, 300}));
+  check_plan(p);
+}
+
+TEST_CASE("reduce pieces: an inner dimension too large alone moves the cut inward", "[host][reduce][pieces]") {
+  problem p;  // kept [3, 50], reduced [2]: one whole kept row alone (50 x stride 2) spans more than 64
+  p.nk = 2;
+  p.nr = 1;
+  p.ext[0] = 3;
+  p.ext[1] = 50;
+  p.ext[2] = 2;
+  p.limit = 64;
+  p.ops.push_back(strided(p, {100, 2, 1}));
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, p.limit);
+  CHECK_FALSE(plan.split_reduced);
+  CHECK(plan.level == 1);
+  CHECK(plan.chunk == 31);  // 31 x 2 = 62 elements, span 30 x 2 + 1 = 61
+  check_plan(p);
+  // Reduced positions cut at an inner level too: [2] kept, [4, 40] reduced, one row of 40 spans more.
+  problem q;
+  q.nk = 1;
+  q.nr = 2;
+  q.ext[0] = 2;
+  q.ext[1] = 4;
+  q.ext[2] = 40;
+  q.limit = 32;
+  q.ops.push_back(strided(q, {1, 2, 8}));
+  const auto qp = fusex::detail::plan_reduce_pieces(q.nk, q.nr, q.ext, q.ops.data(), 1, q.limit);
+  CHECK(qp.split_reduced);
+  CHECK(qp.level == 2);
+  CHECK(qp.chunk == 4);  // span 3 x 8 = 24 < 32; 5 would be 32
+  check_plan(q);
+}
+
+TEST_CASE("reduce pieces: random shapes, axes and strides tile the space once and fit",
+          "[host][reduce][pieces]") {
+  std::mt19937_64 rng(20261206);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 400; ++trial) {
+    problem p;
+    const int rank = static_cast<int>(pick(1, 5));
+    p.nk = static_cast<int>(pick(0, rank));
+    p.nr = rank - p.nk;
+    std::int64_t total = 1;
+    for (int q = 0; q < rank; ++q) {
+      p.ext[q] = pick(1, 9);
+      total *= p.ext[q];
+    }
+    if (total > 20000) continue;
+    p.limit = pick(2, 300);
+    const int n_ops = static_cast<int>(pick(1, 3));
+    for (int i = 0; i < n_ops; ++i) {
+      std::vector<std::int64_t> s(static_cast<std::size_t>(rank));
+      for (auto& x : s) x = pick(0, 3) == 0 ? 0 : pick(-40, 40);
+      p.ops.push_back(strided(p, s));
+    }
+    check_plan(p);
+  }
+}
