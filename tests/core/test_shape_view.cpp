@@ -589,6 +589,14 @@ TEST_CASE("dtype traits and names", "[core][dtype]") {
   STATIC_REQUIRE(std::string_view(fusex::dtype_name<std::int32_t>()) == "int32");
   STATIC_REQUIRE(std::string_view(fusex::dtype_name<std::int64_t>()) == "int64");
   STATIC_REQUIRE(std::string_view(fusex::dtype_name<bool>()) == "bool");
+  // Plans compare dtypes as values: distinct types, distinct ids; other types are `user`.
+  STATIC_REQUIRE(fusex::dtype_of<half>() == fusex::dtype_id::float16);
+  STATIC_REQUIRE(fusex::dtype_of<bfloat16>() == fusex::dtype_id::bfloat16);
+  STATIC_REQUIRE(fusex::dtype_of<std::uint8_t>() != fusex::dtype_of<std::int8_t>());
+  STATIC_REQUIRE(fusex::dtype_of<bool>() == fusex::dtype_id::boolean);
+  STATIC_REQUIRE(fusex::dtype_of<long double>() == fusex::dtype_id::user);
+  STATIC_REQUIRE(std::string_view(fusex::dtype_name(fusex::dtype_id::int64)) == "int64");
+  STATIC_REQUIRE(std::string_view(fusex::dtype_name<long double>()) == "user type");
 
   // half and bfloat16 are computed in float; everything else in itself.
   STATIC_REQUIRE(same<fusex::compute_t<half>, float>);

@@ -382,7 +382,8 @@ TEST_CASE("matmul host: the epilogue form of a tree", "[matmul][host][mapping]")
       fusex::cast<float>(fusex::relu(3.0f * (fusex::linear(f.x, f.w) - f.res) + f.bias)));
   REQUIRE(form.affine);
   CHECK(form.act == fusex::detail::epilogue_activation::relu);
-  CHECK(std::string(form.cast_dtype) == "float32");
+  CHECK(form.has_cast);
+  CHECK(form.cast_dtype == fusex::dtype_id::float32);
   REQUIRE(form.n_terms == 3);
   CHECK(form.terms[0].gemm);
   CHECK(form.terms[0].coeff == 3.0);

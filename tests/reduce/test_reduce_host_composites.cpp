@@ -427,7 +427,7 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   using fusex::detail::operand_layout;
   float a = 0, b = 0;
   fusex::bfloat16 c{};
-  auto leaf = [](const void* p, const char* dtype, int size, std::int64_t rs) {
+  auto leaf = [](const void* p, fusex::dtype_id dtype, int size, std::int64_t rs) {
     operand_layout o;
     o.data = p;
     o.dtype = dtype;
@@ -440,8 +440,8 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   int cached = 0;
   {
     // b (written twice) beats a (once) for float32; c owns the bfloat16 registers alone.
-    const operand_layout ops[] = {leaf(&a, "float32", 4, 256), leaf(&b, "float32", 4, 256),
-                                  leaf(&c, "bfloat16", 2, 256), leaf(&b, "float32", 4, 256)};
+    const operand_layout ops[] = {leaf(&a, fusex::dtype_id::float32, 4, 256), leaf(&b, fusex::dtype_id::float32, 4, 256),
+                                  leaf(&c, fusex::dtype_id::bfloat16, 2, 256), leaf(&b, fusex::dtype_id::float32, 4, 256)};
     const auto m = fusex::detail::assign_cache_roles(ops, 4, cached);
     CHECK(role(m, 0) == 0);
     CHECK(role(m, 1) == 2);
@@ -451,7 +451,7 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   }
   {
     // The same pointer with another row stride (a broadcast row) is another operand.
-    const operand_layout ops[] = {leaf(&a, "float32", 4, 0), leaf(&a, "float32", 4, 256), leaf(&a, "float32", 4, 256)};
+    const operand_layout ops[] = {leaf(&a, fusex::dtype_id::float32, 4, 0), leaf(&a, fusex::dtype_id::float32, 4, 256), leaf(&a, fusex::dtype_id::float32, 4, 256)};
     const auto m = fusex::detail::assign_cache_roles(ops, 3, cached);
     CHECK(role(m, 0) == 0);
     CHECK(role(m, 1) == 2);
@@ -461,8 +461,8 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   {
     // Only eligible leaves take part (a one-value-per-row epilogue reads its leaves from memory):
     // the ineligible b, written twice, does not win over a.
-    const operand_layout ops[] = {leaf(&b, "float32", 4, 256), leaf(&a, "float32", 4, 256),
-                                  leaf(&b, "float32", 4, 256)};
+    const operand_layout ops[] = {leaf(&b, fusex::dtype_id::float32, 4, 256), leaf(&a, fusex::dtype_id::float32, 4, 256),
+                                  leaf(&b, fusex::dtype_id::float32, 4, 256)};
     const bool eligible[] = {false, true, false};
     const auto m = fusex::detail::assign_cache_roles(ops, 3, cached, eligible);
     CHECK(role(m, 0) == 0);
@@ -472,8 +472,8 @@ TEST_CASE("host: the cached row's roles: per leaf type, the most written operand
   }
   {
     // User types never share registers; leaves past the 32nd read memory.
-    std::vector<operand_layout> ops(40, leaf(&a, "float32", 4, 256));
-    ops[0] = leaf(&b, "user type", 4, 256);
+    std::vector<operand_layout> ops(40, leaf(&a, fusex::dtype_id::float32, 4, 256));
+    ops[0] = leaf(&b, fusex::dtype_id::user, 4, 256);
     const auto m = fusex::detail::assign_cache_roles(ops.data(), 40, cached);
     CHECK(role(m, 0) == 0);
     CHECK(role(m, 1) == 2);

@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 
 #include <fusex/config.hpp>
+#include <fusex/core/dtype_id.hpp>
 
 #include <cstdint>
 #include <type_traits>
@@ -41,19 +42,25 @@ inline constexpr bool is_floating_v =
 template <class T>
 inline constexpr bool is_integer_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
+/// The dtype_id of an element type.
+template <class T>
+constexpr dtype_id dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return dtype_id::float32;
+  else if constexpr (std::is_same_v<T, double>) return dtype_id::float64;
+  else if constexpr (std::is_same_v<T, half>) return dtype_id::float16;
+  else if constexpr (std::is_same_v<T, bfloat16>) return dtype_id::bfloat16;
+  else if constexpr (std::is_same_v<T, std::int8_t>) return dtype_id::int8;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return dtype_id::uint8;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype_id::int32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return dtype_id::int64;
+  else if constexpr (std::is_same_v<T, bool>) return dtype_id::boolean;
+  else return dtype_id::user;
+}
+
 /// The name of an element type, as the plan printer and error messages show it.
 template <class T>
 constexpr const char* dtype_name() {
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  else if constexpr (std::is_same_v<T, double>) return "float64";
-  else if constexpr (std::is_same_v<T, half>) return "float16";
-  else if constexpr (std::is_same_v<T, bfloat16>) return "bfloat16";
-  else if constexpr (std::is_same_v<T, std::int8_t>) return "int8";
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, bool>) return "bool";
-  else return "user type";
+  return dtype_name(dtype_of<T>());
 }
 
 namespace detail {

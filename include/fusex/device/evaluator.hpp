@@ -593,7 +593,7 @@ operand_layout describe_operand(const view<T>& v) {
   operand_layout o;
   o.data = v.data();
   o.elem_size = static_cast<int>(sizeof(T));
-  o.dtype = dtype_name<std::remove_const_t<T>>();
+  o.dtype = dtype_of<std::remove_const_t<T>>();
   o.shape = v.shape();
   o.strides = v.strides();
   return o;

@@ -15,7 +15,6 @@
 
 #include <array>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <string>
 #include <tuple>

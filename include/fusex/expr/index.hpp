@@ -31,7 +31,7 @@ struct index_node : detail::expr_base {
   detail::leaf_info leaf(bool in_reduction) const {
     strides_t s;
     for (int d = 0; d < extent.rank(); ++d) s.push_back(d == axis ? 1 : 0);
-    detail::leaf_info li{nullptr, 1, "int64 (index)", extent, s, in_reduction, static_cast<int>(sizeof(value_type))};
+    detail::leaf_info li{nullptr, 1, dtype_id::int64, extent, s, in_reduction, static_cast<int>(sizeof(value_type))};
     li.computed = true;
     return li;
   }

@@ -37,7 +37,7 @@ struct is_tensor<tensor<T>> : std::true_type {};
 struct leaf_info {
   const void* data;
   int elem_size;
-  const char* dtype;
+  dtype_id dtype;
   shape_t shape;
   strides_t strides;
   bool in_reduction = false;  // inside a reduction's operand (its index space is the unreduced one)
@@ -71,7 +71,7 @@ struct leaf_node : detail::expr_base {
   shape_t shape() const { return v.shape(); }
   /// The planner's description of this leaf (a terminal that is a planner operand has one).
   detail::leaf_info leaf(bool in_reduction) const {
-    return detail::leaf_info{v.data(),    static_cast<int>(sizeof(value_type)), dtype_name<value_type>(), v.shape(),
+    return detail::leaf_info{v.data(),    static_cast<int>(sizeof(value_type)), dtype_of<value_type>(), v.shape(),
                              v.strides(), in_reduction, static_cast<int>(sizeof(compute_t<value_type>))};
   }
 };

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 namespace fusex {
 
@@ -73,9 +72,9 @@ inline void set_matmul_chooser(const matmul_chooser_settings& s) { detail::choos
 namespace detail {
 /// Whether the chooser picks the fusex kernel for a product of these dimensions; `why` gets the
 /// rule that decided (static text).
-inline bool choose_fusex_kernel(const char* dtype, const gemm_dims& g, const matmul_chooser_settings& s,
+inline bool choose_fusex_kernel(dtype_id dtype, const gemm_dims& g, const matmul_chooser_settings& s,
                                 const char*& why) {
-  const bool fp32 = std::strcmp(dtype, "float32") == 0;
+  const bool fp32 = dtype == dtype_id::float32;
   const std::int64_t m_max = fp32 ? s.fp32_m_max : s.half_m_max;
   const std::int64_t mn_max = fp32 ? s.fp32_mn_max : s.half_mn_max;
   const std::int64_t nk_max = fp32 ? s.fp32_nk_max : s.half_nk_max;

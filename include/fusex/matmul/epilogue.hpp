@@ -24,7 +24,6 @@
 #include <fusex/core/detail/tuple.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -38,7 +37,7 @@ enum class epilogue_activation { none, relu, gelu_tanh };
 struct epilogue_operand {
   const void* data = nullptr;
   int elem_size = 0;
-  const char* dtype = "";
+  dtype_id dtype = dtype_id::user;
   shape_t shape;
   strides_t strides;
 };
@@ -58,7 +57,8 @@ struct epilogue_form {
   const char* why_not = "";  ///< the first construct that does not (static text)
   const char* why_op = "";   ///< the op concerned, when there is one
   epilogue_activation act = epilogue_activation::none;
-  const char* cast_dtype = nullptr;  ///< a cast at the root, to this dtype
+  bool has_cast = false;                 ///< a cast at the root...
+  dtype_id cast_dtype = dtype_id::user;  ///< ...to this dtype
   int n_terms = 0;
   epilogue_term terms[max_epilogue_terms];
 
@@ -86,7 +86,7 @@ void affine_terms(const leaf_node<T>& n, double c, epilogue_form& f) {
   t.coeff = c;
   t.operand.data = n.v.data();
   t.operand.elem_size = static_cast<int>(sizeof(T));
-  t.operand.dtype = dtype_name<std::remove_const_t<T>>();
+  t.operand.dtype = dtype_of<std::remove_const_t<T>>();
   t.operand.shape = n.v.shape();
   t.operand.strides = n.v.strides();
   f.add(t);
@@ -170,7 +170,8 @@ void cast_level(const E& e, epilogue_form& f) {
 }
 template <class T, class X>
 void cast_level(const map_node<ops::cast<T>, X>& n, epilogue_form& f) {
-  f.cast_dtype = dtype_name<T>();
+  f.has_cast = true;
+  f.cast_dtype = dtype_of<T>();
   activation_level(fusex::detail::get<0>(n.args), f);
 }
 
@@ -309,8 +310,8 @@ void visit_peel(const map_node<Op, A...>& e, F&& f) {
 /// and the destination's layout (its shape is the GEMM's result shape).
 struct gemm_output {
   gemm_dims dims;
-  const char* in_dtype = "";
-  const char* out_dtype = "";
+  dtype_id in_dtype = dtype_id::user;
+  dtype_id out_dtype = dtype_id::user;
   const void* out_data = nullptr;
   int out_elem_size = 0;
   shape_t out_shape;
@@ -375,9 +376,9 @@ struct lt_epilogue_plan {
   lt_matrix_desc d, c;  ///< destination and residual, as cuBLASLt sees them
 };
 
-inline bool cublaslt_output_supported(const char* in, const char* out) {
-  if (std::strcmp(out, "float32") == 0) return true;  // every input dtype may write float32
-  return std::strcmp(in, out) == 0;                   // float16 -> float16, bfloat16 -> bfloat16
+inline bool cublaslt_output_supported(dtype_id in, dtype_id out) {
+  if (out == dtype_id::float32) return true;  // every input dtype may write float32
+  return in == out;                           // float16 -> float16, bfloat16 -> bfloat16
 }
 
 // Strides of an operand in the output space [batch?, M, N], 0 where it is broadcast; false when
@@ -429,8 +430,8 @@ inline lt_epilogue_plan classify_epilogue(const epilogue_form& f, const gemm_out
     return p;
   };
   if (!f.affine) return no(f.why_not, f.why_op);
-  if (f.cast_dtype != nullptr && std::strcmp(f.cast_dtype, o.out_dtype) != 0 &&
-      std::strcmp(f.cast_dtype, "float32") != 0 && std::strcmp(f.cast_dtype, "float64") != 0) {
+  if (f.has_cast && f.cast_dtype != o.out_dtype && f.cast_dtype != dtype_id::float32 &&
+      f.cast_dtype != dtype_id::float64) {
     return no("a cast to a dtype other than the destination's (it rounds before the store)", "cast");
   }
   if (!cublaslt_output_supported(o.in_dtype, o.out_dtype)) {
@@ -472,7 +473,7 @@ inline lt_epilogue_plan classify_epilogue(const epilogue_form& f, const gemm_out
     if (!vm && !vn) return no("a broadcast single value (cuBLASLt's epilogue has no constant term)");
     if (p.has_bias) return no("two bias vectors");
     if (t.coeff != 1.0) return no("a scaled bias (cuBLASLt adds the bias unscaled)");
-    if (std::strcmp(t.operand.dtype, o.out_dtype) != 0) {
+    if (t.operand.dtype != o.out_dtype) {
       return no("a bias whose dtype differs from the destination's (cuBLASLt reads the bias in the output dtype)");
     }
     if ((vn && s[2] != 1) || (vm && s[1] != 1)) return no("a bias vector that is not contiguous");
@@ -501,7 +502,7 @@ inline lt_epilogue_plan classify_epilogue(const epilogue_form& f, const gemm_out
   if (batched && ds[0] < p.d.ld * p.d.cols) return no("a destination whose batch stride overlaps its matrices");
 
   if (p.has_residual) {
-    if (std::strcmp(p.residual.dtype, o.out_dtype) != 0) {
+    if (p.residual.dtype != o.out_dtype) {
       return no("a residual whose dtype differs from the destination's (cuBLASLt's C has the output dtype)");
     }
     std::int64_t rs[3] = {};  // initialised: g++ -O3 cannot see that strides_in_output fills it

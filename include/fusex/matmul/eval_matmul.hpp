@@ -224,7 +224,7 @@ matmul_decision plan_matmul(const view<D>& dst, const E& e) {
       d.why = "matmul_options::path is matmul_path::fusex";
       return d;
     }
-    if (fits && forced == matmul_path::automatic && choose_fusex_kernel(dtype_name<T>(), g, matmul_chooser(), why)) {
+    if (fits && forced == matmul_path::automatic && choose_fusex_kernel(dtype_of<T>(), g, matmul_chooser(), why)) {
       d.route = matmul_route::fusex_kernel;
       d.why = why;
       return d;
@@ -244,8 +244,8 @@ matmul_decision plan_matmul(const view<D>& dst, const E& e) {
   }
   gemm_output o;
   o.dims = g;
-  o.in_dtype = dtype_name<T>();
-  o.out_dtype = dtype_name<D>();
+  o.in_dtype = dtype_of<T>();
+  o.out_dtype = dtype_of<D>();
   o.out_data = dst.data();
   o.out_elem_size = static_cast<int>(sizeof(D));
   o.out_shape = dst.shape();
@@ -463,7 +463,7 @@ std::string explain_matmul(const view<D>& dst, const E& e) {
              lt_epilogue_name(lt_epilogue_of(p.act, p.has_bias)) + ": " + why + "\n";
       out += "    alpha " + fmt_double(p.alpha) + ", beta " + fmt_double(p.beta);
       if (p.has_bias) out += std::string(", bias along ") + (p.bias_along_n ? "N (columns)" : "M (rows)");
-      if (p.has_residual) out += ", residual C " + operand_desc(p.residual.dtype, p.residual.shape, p.residual.strides);
+      if (p.has_residual) out += ", residual C " + operand_desc(dtype_name(p.residual.dtype), p.residual.shape, p.residual.strides);
       out += std::string(", computed as ") +
              (p.n_rows ? "D^T = B^T A^T (row-major destination)" : "D = A B (column-major destination)") +
              "\n    (if cuBLASLt has no algorithm for this epilogue, the GEMM + elementwise path runs instead)\n";

@@ -8,6 +8,7 @@
 /// drives the device launch, the host backend and the plan printer.
 
 #include <fusex/config.hpp>
+#include <fusex/core/dtype_id.hpp>
 #include <fusex/core/shape.hpp>
 #include <fusex/error.hpp>
 
@@ -24,7 +25,7 @@ struct operand_layout {
   const void* data = nullptr;
   int elem_size = 0;
   int compute_size = 0;  ///< bytes of the compute type (half and bfloat16 compute in float)
-  const char* dtype = "";
+  dtype_id dtype = dtype_id::user;
   shape_t shape;
   strides_t strides;
   /// Values computed from the coordinates (an index leaf): no memory, so no alignment, overlap or
@@ -54,7 +55,7 @@ inline std::string operand_text(const operand_layout& o) {
       if (o.strides[d] != 0) axis = d;
     return "index along axis " + std::to_string(axis) + " of " + o.shape.str() + " (int64, computed)";
   }
-  return std::string(o.dtype) + " " + o.shape.str() + " strides " + o.strides.str();
+  return std::string(dtype_name(o.dtype)) + " " + o.shape.str() + " strides " + o.strides.str();
 }
 
 /// Moves an operand's start by `elements` elements (a launch in pieces): its address, or, for a

@@ -19,7 +19,6 @@
 #include <fusex/plan/elementwise_plan.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -137,10 +136,10 @@ struct row_layout {
 inline std::uint64_t assign_cache_roles(const operand_layout* leaves, int n, int& cached_leaves,
                                         const bool* eligible = nullptr) {
   auto usable = [&](int i) {
-    return !leaves[i].computed && std::strcmp(leaves[i].dtype, "user type") != 0 && (eligible == nullptr || eligible[i]);
+    return !leaves[i].computed && leaves[i].dtype != dtype_id::user && (eligible == nullptr || eligible[i]);
   };
   auto same_type = [&](int a, int b) {
-    return std::strcmp(leaves[a].dtype, leaves[b].dtype) == 0 && leaves[a].elem_size == leaves[b].elem_size;
+    return leaves[a].dtype == leaves[b].dtype && leaves[a].elem_size == leaves[b].elem_size;
   };
   auto same_operand = [&](int a, int b) {
     return same_type(a, b) && leaves[a].data == leaves[b].data && leaves[a].s[0] == leaves[b].s[0] &&
@@ -323,7 +322,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   for (int i = 1; i < n_ops; ++i) {
     if (ops[i].computed) continue;  // never in registers
     bool seen = false;
-    for (int j = 1; j < i && !seen; ++j) seen = std::strcmp(ops[i].dtype, ops[j].dtype) == 0;
+    for (int j = 1; j < i && !seen; ++j) seen = ops[i].dtype == ops[j].dtype;
     // The cache holds the compute type (half and bfloat16 as float), as the kernel allocates it.
     const int bytes = ops[i].compute_size > ops[i].elem_size ? ops[i].compute_size : ops[i].elem_size;
     if (!seen) cache_bytes += bytes * chunks * L.vector_width;
