@@ -175,4 +175,23 @@ inline bool broadcasts_to(const shape_t& from, const shape_t& to) noexcept {
   return true;
 }
 
+
+/// Strides of an operand of shape `s` (strides `st`) broadcast to `to`, right-aligned: 0 where
+/// a dimension is missing or stretched. False (out untouched) when `s` does not broadcast to `to`.
+inline bool broadcast_strides(const shape_t& s, const strides_t& st, const shape_t& to, std::int64_t* out) {
+  if (!broadcasts_to(s, to)) return false;
+  const int R = to.rank();
+  for (int d = 0; d < R; ++d) {
+    const int j = d - (R - s.rank());
+    out[d] = (j < 0 || s[j] != to[d]) ? 0 : st[j];
+  }
+  return true;
+}
+
+/// The error for an operand (`what`: "operand", "a view", ...) of shape `s` that does not
+/// broadcast to `to`.
+inline shape_error broadcast_error(const char* what, const shape_t& s, const shape_t& to) {
+  return shape_error(std::string("fusex: ") + what + " of shape " + s.str() + " cannot be broadcast to " + to.str());
+}
+
 }  // namespace fusex

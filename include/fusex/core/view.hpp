@@ -174,9 +174,7 @@ class view {
 
   /// Stretches size-1 and missing leading dimensions to `s` (stride 0), NumPy rules.
   view broadcast_to(const shape_t& s) const {
-    if (!broadcasts_to(shape_, s)) {
-      throw shape_error("fusex: a view of shape " + shape_.str() + " cannot be broadcast to " + s.str());
-    }
+    if (!broadcasts_to(shape_, s)) throw broadcast_error("a view", shape_, s);
     view v;
     v.data_ = data_;
     v.shape_ = s;

@@ -130,9 +130,7 @@ void leaves_in_space(const E& e, const shape_t& s, std::array<operand_layout, N>
     operand_layout& o = ops[static_cast<std::size_t>(k++)];
     o = operand_from_leaf(li);
     for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
-    if (!aligned_strides(li.shape, li.strides, s, o.s)) {
-      throw shape_error("fusex: operand of shape " + li.shape.str() + " cannot be broadcast to " + s.str());
-    }
+    if (!broadcast_strides(li.shape, li.strides, s, o.s)) throw broadcast_error("operand", li.shape, s);
   };
   visit_leaves(e, add);
 }
@@ -172,20 +170,6 @@ materialized_reduction_t<Op, C> host_reducer::operator()(const reduce_node<Op, C
     out[k] = convert<R>(n.op.template finish<T>(acc, sp.n_count));
   }
   return leaf_node<R>{{}, view<const R>(out, n.shape())};
-}
-
-// Folds dimensions [lo, hi) of positional strides `st` (extents `ext`) into one stride, if the
-// operand steps through them as one dimension (unit extents ignored; all-broadcast gives 0).
-inline bool fold_dims(const std::int64_t* st, const std::int64_t* ext, int lo, int hi, std::int64_t& folded) {
-  folded = 0;
-  int prev = -1;
-  for (int d = lo; d < hi; ++d) {
-    if (ext[d] == 1) continue;
-    if (prev >= 0 && st[prev] != st[d] * ext[d]) return false;
-    prev = d;
-  }
-  if (prev >= 0) folded = st[prev];
-  return true;
 }
 
 #if defined(__CUDACC__)
@@ -471,14 +455,10 @@ materialized_reduction_t<Op, C> device_reducer::operator()(const reduce_node<Op,
   if (sp.k_count > 0) {
     std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1> ops{};
     leaves_in_space(n.child, s, ops, 1);
-    std::int64_t biggest = sp.k_count * (sp.n_count > 0 ? sp.n_count : 1);
-    for (std::size_t i = 1; i < ops.size(); ++i) {
-      std::int64_t m = 1;
-      for (int d = 0; d < s.rank(); ++d) m += (s[d] - 1) * abs_stride(ops[i].s[d]);
-      if (m > biggest) biggest = m;
-    }
+    const std::int64_t reach = index_reach(sp.k_count * (sp.n_count > 0 ? sp.n_count : 1), s.begin(), s.rank(),
+                                           ops.data() + 1, static_cast<int>(ops.size()) - 1);
     const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
-    if (biggest >= index32_limit) launch_reduce_in_pieces(n, s, sp, ops, inner_reduced, out, *this);
+    if (reach >= index32_limit) launch_reduce_in_pieces(n, s, sp, ops, inner_reduced, out, *this);
     else launch_generic_reduce(n, s, sp, ops, inner_reduced, out, *this, generic_target{});
   }
   return leaf_node<R>{{}, view<const R>(out, n.shape())};

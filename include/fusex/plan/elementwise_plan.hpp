@@ -70,26 +70,52 @@ inline void advance_operand(operand_layout& o, std::int64_t elements) {
   }
 }
 
-// Largest element offset an operand reaches in the index space (its extent - 1 times strides).
-inline std::int64_t max_offset(const operand_layout& o, const elementwise_layout& L) {
+/// Folds dimensions [lo, hi) of positional strides `st` (extents `ext`) into one stride, if the
+/// operand steps through them as one dimension (unit extents ignored; all-broadcast gives 0).
+inline bool fold_dims(const std::int64_t* st, const std::int64_t* ext, int lo, int hi, std::int64_t& folded) {
+  folded = 0;
+  int prev = -1;
+  for (int d = lo; d < hi; ++d) {
+    if (ext[d] == 1) continue;
+    if (prev >= 0 && st[prev] != st[d] * ext[d]) return false;
+    prev = d;
+  }
+  if (prev >= 0) folded = st[prev];
+  return true;
+}
+
+/// Largest element offset of strides `s` over extents `ext` in dimensions [lo, hi) (strides are
+/// never negative); max_offset: an operand's over a layout's whole index space.
+inline std::int64_t span_of(const std::int64_t* s, const std::int64_t* ext, int lo, int hi) {
   std::int64_t m = 0;
-  for (int d = 0; d < L.rank; ++d) m += (L.extent[d] - 1) * o.s[d];
+  for (int d = lo; d < hi; ++d) m += (ext[d] - 1) * s[d];
   return m;
+}
+inline std::int64_t max_offset(const operand_layout& o, const elementwise_layout& L) {
+  return span_of(o.s, L.extent, 0, L.rank);
 }
 
 /// Counts and element offsets below this fit the kernels' 32-bit index arithmetic.
 inline constexpr std::int64_t index32_limit = std::int64_t{1} << 31;
 
+/// What must stay below index32_limit for a launch with 32-bit indices: its element count and
+/// every operand's largest offset from its first element, plus one, over extents `ext` (the
+/// operands' strides in `s`). Every planner decides the 32-bit fit with this.
+inline std::int64_t index_reach(std::int64_t count, const std::int64_t* ext, int rank, const operand_layout* ops,
+                                int n_ops) {
+  std::int64_t biggest = count;
+  for (int i = 0; i < n_ops; ++i) {
+    const std::int64_t m = span_of(ops[i].s, ext, 0, rank) + 1;
+    if (m > biggest) biggest = m;
+  }
+  return biggest;
+}
+
 /// Whether an index space (or a piece of one) fits 32-bit indices: its element count and every
 /// operand's largest offset from its first element are below `limit`.
 inline bool fits_index32(const elementwise_layout& L, const operand_layout* ops, int n_ops,
                          std::int64_t limit = index32_limit) {
-  std::int64_t biggest = L.numel;
-  for (int i = 0; i < n_ops; ++i) {
-    const std::int64_t m = max_offset(ops[i], L) + 1;
-    if (m > biggest) biggest = m;
-  }
-  return biggest < limit;
+  return index_reach(L.numel, L.extent, L.rank, ops, n_ops) < limit;
 }
 
 // A destination may not hold two elements at one address: with strides sorted ascending, each
@@ -194,14 +220,7 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
   // Strides of every operand in the destination's index space (0 where broadcast).
   for (int i = 0; i < n_ops; ++i) {
     operand_layout& o = ops[i];
-    if (!broadcasts_to(o.shape, L.shape)) {
-      throw shape_error("fusex: operand of shape " + o.shape.str() + " cannot be broadcast to the destination shape " +
-                        L.shape.str());
-    }
-    for (int d = 0; d < R; ++d) {
-      const int j = d - (R - o.shape.rank());
-      o.s[d] = (j < 0 || o.shape[j] != L.shape[d]) ? 0 : o.strides[j];
-    }
+    if (!broadcast_strides(o.shape, o.strides, L.shape, o.s)) throw broadcast_error("operand", o.shape, L.shape);
   }
   if (L.numel == 0) return;  // empty: valid, launches nothing
 

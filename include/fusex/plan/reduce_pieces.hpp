@@ -9,7 +9,7 @@
 /// (each group outer to inner, as the generic kernels decode it). A box fixes the positions
 /// before one "level" position, takes a range of the level, and keeps every later position
 /// whole, so its outputs (kept part) and each output's reduced elements (reduced part) are
-/// contiguous ranges of the row-major linear indices: outputs are written at an offset, and an
+/// contiguous ranges of the row-major linear indices (strides are never negative): outputs are written at an offset, and an
 /// argmin/argmax's element index is the piece's first plus its own.
 ///  - Whole reductions (preferred): the reduced part is whole, the kept part is cut.
 ///  - Otherwise (one output alone does not fit): each piece has one output and part of its
@@ -44,15 +44,6 @@ struct reduce_piece_plan {
   std::int64_t chunk = 1;           ///< the range length at `level`
 };
 
-inline std::int64_t abs_stride(std::int64_t s) { return s < 0 ? -s : s; }
-
-// The largest element offset of a box with extents e over positions [a, b) for strides s.
-inline std::int64_t box_span(const std::int64_t* s, const std::int64_t* e, int a, int b) {
-  std::int64_t m = 0;
-  for (int q = a; q < b; ++q) m += (e[q] - 1) * abs_stride(s[q]);
-  return m;
-}
-
 // The outermost position of [a, b) to cut into ranges, and the longest range, so that a box (the
 // positions before it fixed, those after it whole) together with `rest_span` (per operand) and
 // `rest_count` elements of the other positions stays below `limit` in span and count. False where
@@ -80,12 +71,12 @@ inline bool cut_section(const operand_layout* ops, int n_ops, const std::int64_t
     const std::int64_t per = count > 0 ? count : 1;  // (an empty box still counts as one launch's worth)
     if (c > (limit - 1) / per) c = (limit - 1) / per;
     for (int i = 0; i < n_ops && c >= 1; ++i) {
-      const std::int64_t inner = box_span(ops[i].s, ext, j + 1, b) + rest_span[i];
+      const std::int64_t inner = span_of(ops[i].s, ext, j + 1, b) + rest_span[i];
       if (inner >= limit) {
         c = 0;
         break;
       }
-      const std::int64_t st = abs_stride(ops[i].s[j]);
+      const std::int64_t st = ops[i].s[j];
       if (st != 0 && c - 1 > (limit - 1 - inner) / st) c = (limit - 1 - inner) / st + 1;
     }
     if (c >= 1) {
@@ -114,7 +105,7 @@ inline reduce_piece_plan plan_reduce_pieces(int nk, int nr, const std::int64_t* 
     else n_count *= ext[q];
   }
   for (int i = 0; i < n_ops && whole; ++i) {
-    rest[static_cast<std::size_t>(i)] = box_span(ops[i].s, ext, nk, nk + nr);
+    rest[static_cast<std::size_t>(i)] = span_of(ops[i].s, ext, nk, nk + nr);
     whole = rest[static_cast<std::size_t>(i)] < limit;
   }
   if (whole && cut_section(ops, n_ops, ext, 0, nk, rest.data(), n_count, limit, p.level, p.chunk)) return p;

@@ -166,30 +166,10 @@ struct reduction_info {
   const char* name;
 };
 
-// Strides of an operand of shape `s` broadcast to `to`, right-aligned (0 where broadcast).
-inline bool aligned_strides(const shape_t& s, const strides_t& st, const shape_t& to, std::int64_t* out) {
-  if (!broadcasts_to(s, to)) return false;
-  const int R = to.rank();
-  for (int d = 0; d < R; ++d) {
-    const int j = d - (R - s.rank());
-    out[d] = (j < 0 || s[j] != to[d]) ? 0 : st[j];
-  }
-  return true;
-}
-
 // Folds the leading dimensions [0, R-1) of `full` into one row stride, if the operand steps
 // through them as one dimension.
 inline bool row_stride_of(const std::int64_t* s, const shape_t& full, std::int64_t& row_stride) {
-  const int R = full.rank();
-  row_stride = 0;
-  int prev = -1;
-  for (int d = 0; d < R - 1; ++d) {
-    if (full[d] == 1) continue;
-    if (prev >= 0 && s[prev] != s[d] * full[d]) return false;
-    prev = d;
-  }
-  if (prev >= 0) row_stride = s[prev];
-  return true;
+  return fold_dims(s, full.begin(), 0, full.rank() - 1, row_stride);
 }
 
 /// Applies rule 1. `ops[0]` is the destination; `ops[1..n)` the leaves, with `in_reduction[i]`
@@ -252,13 +232,13 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     std::int64_t s[max_rank] = {};
     const bool inside = i > 0 && in_reduction[i];
     if (inside || L.full_dest) {
-      if (!aligned_strides(o.shape, o.strides, full, s)) {
+      if (!broadcast_strides(o.shape, o.strides, full, s)) {
         L.why_not = "operand " + o.shape.str() + " does not broadcast to " + full.str();
         return L;
       }
     } else {  // destination-space operand of a one-value-per-row evaluation: column stride 0
       std::int64_t t[max_rank] = {};
-      if (!aligned_strides(o.shape, o.strides, dest_space, t)) {
+      if (!broadcast_strides(o.shape, o.strides, dest_space, t)) {
         L.why_not = "operand " + o.shape.str() + " does not broadcast to " + dest_space.str();
         return L;
       }
@@ -287,12 +267,8 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
       vec = false;
   }
   L.vector_width = vec ? V : 1;
-  std::int64_t biggest = L.rows * (L.cols > 0 ? L.cols : 1);
-  for (int i = 0; i < n_ops; ++i) {
-    const std::int64_t m = (L.rows - 1) * ops[i].s[0] + (L.cols - 1) * ops[i].s[1] + 1;
-    if (m > biggest) biggest = m;
-  }
-  L.index64 = biggest >= index32_limit;
+  const std::int64_t row_col[2] = {L.rows, L.cols};
+  L.index64 = index_reach(L.rows * (L.cols > 0 ? L.cols : 1), row_col, 2, ops, n_ops) >= index32_limit;
   if (L.index64) {
     // Launched in pieces of whole rows, each within 32-bit indices (the kernels exist in 32-bit
     // form only); a row that does not fit alone goes to rule 2.
