@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,11 +112,9 @@ inline std::string stream_text(cudaStream_t s) {
   return buf;
 }
 
-inline std::string thread_text(std::thread::id t) {
-  std::ostringstream o;
-  o << t;
-  return o.str();
-}
+// (The hash of a thread id is its native handle in libstdc++ and libc++, the number operator<<
+// prints; formatting it by hand keeps <sstream>, about 0.5 s of every TU's nvcc time, out.)
+inline std::string thread_text(std::thread::id t) { return std::to_string(std::hash<std::thread::id>()(t)); }
 
 inline bool is_default_stream(cudaStream_t s) noexcept {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
