@@ -201,10 +201,7 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
       // Vector access along the inner dimension (reduced for rows, kept for columns).
       const std::int64_t inner = inner_reduced ? ns : ks, outer = inner_reduced ? ks : ns;
       const std::int64_t outer_count = inner_reduced ? sp.k_count : sp.n_count;
-      if (inner != 0 && !o.computed &&
-          (inner != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(W * o.elem_size) != 0 ||
-           (outer_count > 1 && outer % W != 0)))
-        return false;
+      if (inner != 0 && !o.computed && !vector_ok(o, W, inner, &outer, outer_count > 1 ? 1 : 0)) return false;
       for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
       o.s[0] = inner_reduced ? ks : ns;
       o.s[1] = inner_reduced ? ns : ks;

@@ -175,6 +175,19 @@ inline bool translate_overlaps(std::int64_t delta, const std::int64_t* strides, 
   return translate_overlaps_from(delta, st, ext, n, 0);
 }
 
+/// Whether operand `o` can be read or written in vectors of V elements along a dimension of
+/// stride `inner` whose outer dimensions have strides `outer[0 .. n_outer)`: unit inner stride,
+/// an address aligned to the vector's size, and outer strides of whole vectors (so every vector
+/// stays aligned). Every vector-path decision (elementwise, row and 2-D reduction kernels) uses it;
+/// broadcast and computed operands are the caller's to exempt.
+inline bool vector_ok(const operand_layout& o, int V, std::int64_t inner, const std::int64_t* outer, int n_outer) {
+  if (inner != 1) return false;
+  if (reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(V * o.elem_size) != 0) return false;
+  for (int d = 0; d < n_outer; ++d)
+    if (outer[d] % V != 0) return false;
+  return true;
+}
+
 /// Chooses the vector path of a planned index space (L's rank, extents and element count set):
 /// vectors of V elements where every destination (ops[0 .. n_out)) and every input that moves
 /// along the innermost dimension has unit inner stride, a base aligned to the vector's size and
@@ -188,14 +201,7 @@ inline void set_vector_path(elementwise_layout& L, const operand_layout* ops, in
     const std::int64_t inner = o.s[r - 1];
     if (inner == 0 && i >= n_out) continue;  // broadcast along the vector: one value
     if (o.computed) continue;                 // computed per lane, whatever its strides
-    if (inner != 1) {
-      vec = false;
-      break;
-    }
-    const auto addr = reinterpret_cast<std::uintptr_t>(o.data);
-    if (addr % static_cast<std::uintptr_t>(V * o.elem_size) != 0) vec = false;
-    for (int d = 0; vec && d < r - 1; ++d)
-      if (o.s[d] % V != 0) vec = false;
+    vec = vector_ok(o, V, inner, o.s, r - 1);
   }
   L.vector_width = vec ? V : 1;
   L.work = L.numel / L.vector_width;

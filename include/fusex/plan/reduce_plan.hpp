@@ -262,9 +262,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
     const operand_layout& o = ops[i];
     if (i == 0 && !L.full_dest) continue;  // one scalar store per row
     if ((o.s[1] == 0 || o.computed) && i > 0) continue;
-    if (o.s[1] != 1 || reinterpret_cast<std::uintptr_t>(o.data) % static_cast<std::uintptr_t>(V * o.elem_size) != 0 ||
-        o.s[0] % V != 0)
-      vec = false;
+    if (!vector_ok(o, V, o.s[1], o.s, 1)) vec = false;
   }
   L.vector_width = vec ? V : 1;
   const std::int64_t row_col[2] = {L.rows, L.cols};
