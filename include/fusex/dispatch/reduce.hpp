@@ -486,22 +486,14 @@ row_operands<E::leaf_count> gather_row_operands(const view<T>& dst, const E& exp
 // In-place evaluation is allowed element for element on whole rows; any other overlap races.
 template <std::size_t N>
 void check_row_overlap(const std::array<operand_layout, N>& ops, const row_layout& L) {
-  auto span = [&](const operand_layout& o) {
-    const std::int64_t m = (L.rows - 1) * o.s[0] + (L.cols > 0 ? (L.cols - 1) * o.s[1] : 0);
-    return std::make_pair(static_cast<const char*>(o.data), static_cast<const char*>(o.data) + (m + 1) * o.elem_size);
-  };
-  const auto d = span(ops[0]);
+  const std::int64_t ext[2] = {L.rows, L.cols > 0 ? L.cols : 1};
+  const byte_range d = operand_bytes(ops[0], ext, 2);
   for (std::size_t i = 1; i < N; ++i) {
     if (ops[i].computed) continue;  // no memory
-    const auto l = span(ops[i]);
-    if (l.first >= d.second || d.first >= l.second) continue;
+    if (!d.overlaps(operand_bytes(ops[i], ext, 2))) continue;
     const bool same = L.full_dest && ops[i].data == ops[0].data && ops[i].elem_size == ops[0].elem_size &&
                       ops[i].s[0] == ops[0].s[0] && ops[i].s[1] == ops[0].s[1];
-    if (!same) {
-      throw invalid_argument("fusex: destination (" + operand_text(ops[0]) + ") overlaps input " +
-                             std::to_string(i - 1) + " (" + operand_text(ops[i]) +
-                             ") other than element for element; the result would race");
-    }
+    if (!same) throw overlap_error("destination", ops[0], "input " + std::to_string(i - 1), ops[i]);
   }
 }
 

@@ -118,6 +118,35 @@ inline bool fits_index32(const elementwise_layout& L, const operand_layout* ops,
   return index_reach(L.numel, L.extent, L.rank, ops, n_ops) < limit;
 }
 
+/// The bytes an operand touches over extents `ext` (its strides in `o.s`): [begin, end).
+struct byte_range {
+  const char* begin;
+  const char* end;
+  bool overlaps(const byte_range& o) const noexcept { return !(o.begin >= end || begin >= o.end); }
+};
+inline byte_range operand_bytes(const operand_layout& o, const std::int64_t* ext, int rank) {
+  const char* b = static_cast<const char*>(o.data);
+  return {b, b + (span_of(o.s, ext, 0, rank) + 1) * o.elem_size};
+}
+/// The error for a destination (`dest`: "destination 0", ...) that overlaps another operand
+/// (`other`: "input 1", ...) other than element for element.
+inline invalid_argument overlap_error(const std::string& dest, const operand_layout& d, const std::string& other,
+                                      const operand_layout& o) {
+  return invalid_argument("fusex: " + dest + " (" + operand_text(d) + ") overlaps " + other + " (" + operand_text(o) +
+                          ") other than element for element; the result would race");
+}
+
+/// Sorts dimension indices `order[0 .. n)` by `strides[order[i]]`, largest first or smallest first;
+/// stable (an insertion sort: n <= max_rank).
+inline void sort_by_stride(int* order, int n, const std::int64_t* strides, bool largest_first) {
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0; --j) {
+      const std::int64_t a = strides[order[j]], b = strides[order[j - 1]];
+      if (largest_first ? !(a > b) : !(a < b)) break;
+      std::swap(order[j], order[j - 1]);
+    }
+}
+
 // A destination may not hold two elements at one address: with strides sorted ascending, each
 // stride must exceed the span of all smaller dimensions (sufficient, cheap, and exact for every
 // layout slicing and permuting can produce).
@@ -126,12 +155,7 @@ inline void check_no_self_overlap(const operand_layout& o, int index) {
   int n = 0;
   for (int d = 0; d < o.shape.rank(); ++d)
     if (o.shape[d] > 1) order[n++] = d;
-  for (int i = 1; i < n; ++i)
-    for (int j = i; j > 0 && o.strides[order[j]] < o.strides[order[j - 1]]; --j) {
-      const int t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
-    }
+  sort_by_stride(order, n, o.strides.begin(), false);
   std::int64_t span = 0;
   for (int i = 0; i < n; ++i) {
     const std::int64_t st = o.strides[order[i]];
@@ -159,19 +183,16 @@ inline bool translate_overlaps_from(std::int64_t rem, const std::int64_t* st, co
   return false;
 }
 inline bool translate_overlaps(std::int64_t delta, const std::int64_t* strides, const shape_t& shape) {
-  std::int64_t st[max_rank], ext[max_rank];
+  int order[max_rank];
   int n = 0;
   for (int d = 0; d < shape.rank(); ++d)
-    if (shape[d] > 1 && strides[d] > 0) {
-      st[n] = strides[d];
-      ext[n] = shape[d];
-      ++n;
-    }
-  for (int i = 1; i < n; ++i)  // largest stride first
-    for (int j = i; j > 0 && st[j] > st[j - 1]; --j) {
-      std::swap(st[j], st[j - 1]);
-      std::swap(ext[j], ext[j - 1]);
-    }
+    if (shape[d] > 1 && strides[d] > 0) order[n++] = d;
+  sort_by_stride(order, n, strides, true);
+  std::int64_t st[max_rank], ext[max_rank];
+  for (int i = 0; i < n; ++i) {
+    st[i] = strides[order[i]];
+    ext[i] = shape[order[i]];
+  }
   return translate_overlaps_from(delta, st, ext, n, 0);
 }
 
@@ -233,19 +254,14 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
   // Overlap: destinations must not alias themselves or each other; an input may alias a
   // destination only element for element (in-place update), never shifted or reordered.
   for (int i = 0; i < n_out; ++i) check_no_self_overlap(ops[i], i);
-  auto span_end = [&](const operand_layout& o) {
-    std::int64_t m = 0;
-    for (int d = 0; d < R; ++d) m += (L.shape[d] - 1) * o.s[d];
-    return static_cast<const char*>(o.data) + (m + 1) * o.elem_size;
-  };
   for (int i = 0; i < n_out; ++i) {
-    const char* b0 = static_cast<const char*>(ops[i].data);
-    const char* e0 = span_end(ops[i]);
+    const byte_range r0 = operand_bytes(ops[i], L.shape.begin(), R);
+    const char* b0 = r0.begin;
     for (int j = 0; j < n_ops; ++j) {
       if (j == i || ops[j].computed) continue;
-      const char* b1 = static_cast<const char*>(ops[j].data);
-      const char* e1 = span_end(ops[j]);
-      if (b1 >= e0 || b0 >= e1) continue;
+      const byte_range r1 = operand_bytes(ops[j], L.shape.begin(), R);
+      if (!r0.overlaps(r1)) continue;
+      const char* b1 = r1.begin;
       // A dimension of extent 1 has one index: its stride does not matter (an input [n] of a
       // destination [1, n] over the same memory is still element for element).
       bool same_layout = ops[j].elem_size == ops[i].elem_size;
@@ -262,9 +278,8 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
         }
       }
       if (!ok) {
-        throw invalid_argument("fusex: destination " + std::to_string(i) + " (" + operand_text(ops[i]) + ") overlaps " +
-                               (j < n_out ? "destination " + std::to_string(j) : "input " + std::to_string(j - n_out)) +
-                               " (" + operand_text(ops[j]) + ") other than element for element; the result would race");
+        throw overlap_error("destination " + std::to_string(i), ops[i],
+                            j < n_out ? "destination " + std::to_string(j) : "input " + std::to_string(j - n_out), ops[j]);
       }
     }
   }
@@ -275,12 +290,7 @@ inline void plan_elementwise(operand_layout* ops, int n_out, int n_ops, int vect
   int n = 0;
   for (int d = 0; d < R; ++d)
     if (L.shape[d] != 1) order[n++] = d;
-  for (int i = 1; i < n; ++i)
-    for (int j = i; j > 0 && ops[0].s[order[j]] > ops[0].s[order[j - 1]]; --j) {
-      const int t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
-    }
+  sort_by_stride(order, n, ops[0].s, true);
   // Merge a dimension into the one outside it when every operand steps through both as one.
   std::int64_t ext[max_rank];
   std::int64_t str[64][max_rank];  // 64 operands is far beyond any real expression
