@@ -52,7 +52,7 @@ using private_pool = detail::basic_private_pool<detail::basic_arena<detail::cuda
 
 }  // namespace fusex
 
-// The member functions' definitions, for host compilers only. nvcc's device pass (where
+// The arena's member functions' definitions, for host compilers only. nvcc's device pass (where
 // __CUDA_ARCH__ is defined) analyses the host code of a .cu file but never generates it: the
 // declarations above are all it needs, and it is spared the bodies.
 #if !defined(__CUDA_ARCH__)
