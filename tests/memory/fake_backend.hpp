@@ -5,7 +5,7 @@
 // is reused on B only after B waited on an event recorded on A after the free") and the capture
 // rule (no upstream call, event record or wait on a stream being captured).
 #include <fusex/error.hpp>
-#include <fusex/memory/detail/arena_core.hpp>
+#include <fusex/memory/detail/arena_impl.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -51,3 +51,10 @@ class arena : public detail::basic_arena<detail::cuda_backend> {
 using private_pool = detail::basic_private_pool<detail::basic_arena<detail::cuda_backend>>;
 
 }  // namespace fusex
+
+// The arena's member functions' definitions, for host compilers only. nvcc's device pass (where
+// __CUDA_ARCH__ is defined) analyses the host code of a .cu file but never generates it: the
+// declarations above are all it needs, and it is spared the bodies.
+#if !defined(__CUDA_ARCH__)
+#include <fusex/memory/detail/arena_impl.hpp>
+#endif

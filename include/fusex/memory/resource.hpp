@@ -9,152 +9,58 @@
 ///
 /// The default is never managed memory. get_default_resource() is what tensor<T>, buffer<T> and
 /// fusex temporaries use when not given a resource; set_default_resource() replaces it (per device).
+///
+/// This header declares; detail/resource_impl.hpp defines (with the per-device table behind the
+/// defaults), included below for host compilers only: nvcc's device pass needs the declarations.
 
-#include <fusex/error.hpp>
 #include <fusex/memory/arena.hpp>
 #include <fusex/memory/resource_ref.hpp>
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstddef>
-#include <deque>
-#include <mutex>
-#include <string>
 
 namespace fusex {
-
-namespace detail {
-inline void check_resource_alignment(const char* who, std::size_t alignment, std::size_t limit) {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > limit) {
-    throw invalid_argument(std::string("fusex: ") + who + ": alignment " + std::to_string(alignment) +
-                           " is not a power of two up to " + std::to_string(limit));
-  }
-}
-}  // namespace detail
 
 /// Stream-ordered allocation straight from the CUDA driver's pool (cudaMallocAsync). Stateless.
 /// Alignments up to 256 (what cudaMallocAsync guarantees).
 class cuda_async_resource {
  public:
-  void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t stream) {
-    detail::check_resource_alignment("cuda_async_resource", alignment, default_alignment);
-    if (bytes == 0) return nullptr;
-    void* p = nullptr;
-    const cudaError_t e = cudaMallocAsync(&p, bytes, stream);
-    if (e == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      throw bad_alloc("fusex: cuda_async_resource: cudaMallocAsync of " + std::to_string(bytes) +
-                          " bytes failed with cudaErrorMemoryAllocation",
-                      bytes, e);
-    }
-    FUSEX_CUDA_CHECK(e);
-    return p;
-  }
-  void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, cudaStream_t stream) {
-    if (p != nullptr) FUSEX_CUDA_CHECK(cudaFreeAsync(p, stream));
-  }
+  void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t stream);
+  void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, cudaStream_t stream);
 };
 
 /// cudaMalloc / cudaFree (synchronous; cudaFree synchronises the device). Stateless. Alignments up
 /// to 256.
 class cuda_malloc_resource {
  public:
-  void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t /*stream*/) {
-    detail::check_resource_alignment("cuda_malloc_resource", alignment, default_alignment);
-    if (bytes == 0) return nullptr;
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, bytes);
-    if (e == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      throw bad_alloc("fusex: cuda_malloc_resource: cudaMalloc of " + std::to_string(bytes) +
-                          " bytes failed with cudaErrorMemoryAllocation",
-                      bytes, e);
-    }
-    FUSEX_CUDA_CHECK(e);
-    return p;
-  }
-  void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, cudaStream_t /*stream*/) {
-    if (p != nullptr) FUSEX_CUDA_CHECK(cudaFree(p));
-  }
+  void* allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t /*stream*/);
+  void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, cudaStream_t /*stream*/);
 };
-
-namespace detail {
-inline constexpr int max_default_devices = 64;
-
-// Per-device defaults. Read on every tensor allocation: one atomic load. Each ref ever set is kept
-// in an append-only deque (stable addresses): resetting the default is rare, and this avoids both
-// a lock on the read path and a use-after-free by a concurrent reader. Never destroyed (arenas
-// may be used until the very end of the process).
-struct default_resources {
-  std::atomic<const device_resource_ref*> slot[max_default_devices] = {};
-  std::atomic<arena*> arenas[max_default_devices] = {};
-  std::mutex mutex;
-  std::deque<device_resource_ref> kept;
-};
-inline default_resources& defaults() {
-  static default_resources* d = new default_resources;
-  return *d;
-}
-inline int checked_device(int device) {
-  if (device < 0 || device >= max_default_devices) {
-    throw invalid_argument("fusex: device " + std::to_string(device) + " is out of range (0 to " +
-                           std::to_string(max_default_devices - 1) + ")");
-  }
-  return device;
-}
-inline int current_device() {
-  int d = 0;
-  FUSEX_CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
-// defaults().mutex held.
-inline arena& default_arena_locked(default_resources& d, int device) {
-  if (arena* a = d.arenas[device].load(std::memory_order_acquire)) return *a;
-  auto* a = new arena(device, arena_options());  // never deleted, see default_resources
-  d.arenas[device].store(a, std::memory_order_release);
-  return *a;
-}
-}  // namespace detail
 
 /// The built-in arena of `device`: made (with default options) on first use, and kept until the
 /// process ends.
-inline arena& default_arena(int device) {
-  auto& d = detail::defaults();
-  const int i = detail::checked_device(device);
-  if (arena* a = d.arenas[i].load(std::memory_order_acquire)) return *a;
-  std::lock_guard<std::mutex> lock(d.mutex);
-  return detail::default_arena_locked(d, i);
-}
+arena& default_arena(int device);
 /// The built-in arena of the current device.
-inline arena& default_arena() { return default_arena(detail::current_device()); }
+arena& default_arena();
 
 /// The default device resource of `device`: the one set with set_default_resource, else
 /// default_arena(device).
-inline device_resource_ref get_default_resource(int device) {
-  const int i = detail::checked_device(device);
-  if (const device_resource_ref* r = detail::defaults().slot[i].load(std::memory_order_acquire)) return *r;
-  return device_resource_ref(default_arena(device));
-}
+device_resource_ref get_default_resource(int device);
 /// The default device resource of the current device, used by tensor<T> and fusex temporaries
 /// when no resource is given.
-inline device_resource_ref get_default_resource() { return get_default_resource(detail::current_device()); }
+device_resource_ref get_default_resource();
 
 /// Replaces the default resource of `device`; returns the previous one. The new resource must
 /// outlive every allocation made from it through the default.
-inline device_resource_ref set_default_resource(int device, device_resource_ref r) {
-  auto& d = detail::defaults();
-  const int i = detail::checked_device(device);
-  std::lock_guard<std::mutex> lock(d.mutex);
-  const device_resource_ref* prev = d.slot[i].load(std::memory_order_acquire);
-  device_resource_ref old = prev != nullptr ? *prev : device_resource_ref(detail::default_arena_locked(d, i));
-  d.kept.push_back(r);
-  d.slot[i].store(&d.kept.back(), std::memory_order_release);
-  return old;
-}
+device_resource_ref set_default_resource(int device, device_resource_ref r);
 /// Replaces the default resource of the current device; returns the previous one.
-inline device_resource_ref set_default_resource(device_resource_ref r) {
-  return set_default_resource(detail::current_device(), r);
-}
+device_resource_ref set_default_resource(device_resource_ref r);
 
 }  // namespace fusex
+
+// The definitions, for host compilers only: nvcc's device pass (where __CUDA_ARCH__ is defined)
+// analyses host code but never generates it, so the declarations above are all it needs.
+#if !defined(__CUDA_ARCH__)
+#include <fusex/memory/detail/resource_impl.hpp>
+#endif
