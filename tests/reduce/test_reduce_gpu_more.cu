@@ -220,3 +220,40 @@ TEST_CASE("gpu: reductions over 2^31 elements or more run in 32-bit pieces", "[g
   CHECK(bad_rows == 0);
   CHECK(bad_cols == 0);
 }
+
+// The reduced axis has a stride of 2^31 elements (a [4, 1024] view into 6 GiB): no piece may hold
+// two of its coordinates, so each reduced coordinate is a piece with all 1024 outputs, folded into
+// running accumulators (not one launch per output and coordinate); argmax's index is the piece's.
+TEST_CASE("gpu: a reduction along an axis of stride 2^31 runs in pieces of many outputs", "[gpu][reduce][large]") {
+  const std::int64_t big = std::int64_t{1} << 31, cols = 1024;
+  device_array<std::uint8_t> x(static_cast<std::size_t>(3 * big + cols));
+  for (std::int64_t r = 0; r < 4; ++r) {
+    host_vector<std::uint8_t> row(static_cast<std::size_t>(cols));
+    for (std::int64_t c = 0; c < cols; ++c)
+      row[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(r == c % 4 ? 200 : r + 1);
+    FUSEX_CUDA_CHECK(
+        cudaMemcpy(x.data() + r * big, row.data(), static_cast<std::size_t>(cols), cudaMemcpyHostToDevice));
+  }
+  const auto xv = fusex::make_view<const std::uint8_t>(x.data(), {4, cols}, {big, 1});
+  device_array<std::int64_t> sums(static_cast<std::size_t>(cols)), where_max(static_cast<std::size_t>(cols));
+  device_array<float> means(static_cast<std::size_t>(cols));
+  sums.poison();
+  where_max.poison();
+  means.poison();
+  stream_guard sg;
+  run(sg.s, [&](cudaStream_t st) {
+    fusex::eval(fusex::make_view(sums.data(), {cols}), fusex::sum(xv, 0), st);
+    fusex::eval(fusex::make_view(where_max.data(), {cols}), fusex::argmax(xv, 0), st);
+    fusex::eval(fusex::make_view(means.data(), {cols}), fusex::mean(xv, 0), st);
+  });
+  const auto hs = sums.download(), hw = where_max.download();
+  const auto hm = means.download();
+  std::int64_t bad = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const std::int64_t want = 1 + 2 + 3 + 4 - (c % 4 + 1) + 200;
+    bad += hs[static_cast<std::size_t>(c)] != want;
+    bad += hw[static_cast<std::size_t>(c)] != c % 4;
+    bad += hm[static_cast<std::size_t>(c)] != static_cast<float>(want) / 4;
+  }
+  CHECK(bad == 0);
+}

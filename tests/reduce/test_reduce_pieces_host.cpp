@@ -15,7 +15,6 @@
 namespace {
 
 using fusex::detail::operand_layout;
-using fusex::detail::reduce_piece;
 using fusex::detail::reduce_piece_plan;
 
 struct problem {
@@ -46,73 +45,74 @@ std::int64_t linear(const problem& p, const std::int64_t* c, int a, int b) {
   return l;
 }
 
+// Checks one group's boxes: in row-major order, each the linear range it claims, tiling the group.
+void check_boxes(const problem& p, const std::vector<fusex::detail::reduce_box>& boxes, int a, int b) {
+  std::int64_t next = 0;
+  for (const auto& box : boxes) {
+    std::int64_t count = 1;
+    for (int q = a; q < b; ++q) {
+      REQUIRE(box.extent[q] >= 1);
+      REQUIRE(box.start[q] >= 0);
+      REQUIRE(box.start[q] + box.extent[q] <= p.ext[q]);
+      count *= box.extent[q];
+    }
+    CHECK(box.count == count);
+    CHECK(box.first == linear(p, box.start, a, b));
+    CHECK(box.first == next);  // contiguous, in order, no gap
+    next = box.first + box.count;
+  }
+  std::int64_t total = 1;
+  for (int q = a; q < b; ++q) total *= p.ext[q];
+  CHECK(next == total);
+}
+
 // Checks a plan against the rules, independently of how the planner chose it.
-void check_plan(const problem& p) {
-  INFO(p.text());
+void check_plan(const problem& p, std::int64_t max_outputs) {
+  INFO(p.text() << " max_outputs " << max_outputs);
   const int rank = p.nk + p.nr;
   std::int64_t k_total = 1, n_total = 1;
   for (int q = 0; q < p.nk; ++q) k_total *= p.ext[q];
   for (int q = p.nk; q < rank; ++q) n_total *= p.ext[q];
-  const reduce_piece_plan plan =
-      fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), static_cast<int>(p.ops.size()), p.limit);
+  const reduce_piece_plan plan = fusex::detail::plan_reduce_pieces(
+      p.nk, p.nr, p.ext, p.ops.data(), static_cast<int>(p.ops.size()), max_outputs, p.limit);
+  check_boxes(p, plan.kept, 0, p.nk);
+  check_boxes(p, plan.reduced, p.nk, rank);
+  if (!plan.split_reduced()) CHECK(plan.reduced.front().count == n_total);
   std::vector<int> seen(static_cast<std::size_t>(k_total * n_total), 0);
-  std::int64_t pieces = 0, prev_k = -1, next_n = 0;
-  fusex::detail::for_each_reduce_piece(plan, [&](const reduce_piece& pc) {
-    ++pieces;
-    std::int64_t count = 1;
-    for (int q = 0; q < rank; ++q) {
-      REQUIRE(pc.extent[q] >= 1);
-      REQUIRE(pc.start[q] >= 0);
-      REQUIRE(pc.start[q] + pc.extent[q] <= p.ext[q]);
-      count *= pc.extent[q];
-    }
-    CHECK(count < p.limit);
-    for (const auto& o : p.ops) {
-      std::int64_t span = 0;
-      for (int q = 0; q < rank; ++q) span += (pc.extent[q] - 1) * o.s[q];
-      CHECK(span < p.limit);
-    }
-    // The claimed ranges are the box's linear indices, contiguous.
-    std::int64_t k_box = 1, n_box = 1;
-    for (int q = 0; q < p.nk; ++q) k_box *= pc.extent[q];
-    for (int q = p.nk; q < rank; ++q) n_box *= pc.extent[q];
-    CHECK(pc.k_count == k_box);
-    CHECK(pc.n_count == n_box);
-    CHECK(pc.k_first == linear(p, pc.start, 0, p.nk));
-    CHECK(pc.n_first == linear(p, pc.start, p.nk, rank));
-    if (plan.split_reduced) {
-      CHECK(pc.k_count == 1);
-      if (pc.k_first != prev_k) {
-        CHECK(next_n == (prev_k < 0 ? 0 : n_total));  // the previous output was complete
-        CHECK(pc.k_first == prev_k + 1);
-        next_n = 0;
-        prev_k = pc.k_first;
+  for (const auto& kb : plan.kept) {
+    if (plan.split_reduced()) CHECK(kb.count <= max_outputs);
+    for (const auto& nb : plan.reduced) {
+      std::int64_t e[fusex::max_rank] = {}, start[fusex::max_rank] = {};
+      for (int q = 0; q < p.nk; ++q) {
+        e[q] = kb.extent[q];
+        start[q] = kb.start[q];
       }
-      CHECK(pc.n_first == next_n);  // in order, no gap
-      next_n = pc.n_first + pc.n_count;
-    } else {
-      CHECK(pc.n_count == n_total);
-    }
-    // Mark every element of the box, visiting it as the kernels' decode would.
-    std::int64_t c[fusex::max_rank] = {};
-    for (std::int64_t e = 0; e < count; ++e) {
-      std::int64_t rem = e;
-      for (int q = rank - 1; q >= 0; --q) {
-        c[q] = pc.start[q] + rem % pc.extent[q];
-        rem /= pc.extent[q];
+      for (int q = p.nk; q < rank; ++q) {
+        e[q] = nb.extent[q];
+        start[q] = nb.start[q];
       }
-      const std::int64_t k = linear(p, c, 0, p.nk), n = linear(p, c, p.nk, rank);
-      CHECK(k >= pc.k_first);
-      CHECK(k < pc.k_first + pc.k_count);
-      CHECK(n >= pc.n_first);
-      CHECK(n < pc.n_first + pc.n_count);
-      ++seen[static_cast<std::size_t>(k * n_total + n)];
+      CHECK(kb.count * nb.count < p.limit);
+      for (const auto& o : p.ops) {
+        std::int64_t span = 0;
+        for (int q = 0; q < rank; ++q) span += (e[q] - 1) * o.s[q];
+        CHECK(span < p.limit);
+      }
+      // Mark every element of the piece, visiting it as the kernels' decode would.
+      std::int64_t c[fusex::max_rank] = {};
+      for (std::int64_t x = 0; x < kb.count * nb.count; ++x) {
+        std::int64_t rem = x;
+        for (int q = rank - 1; q >= 0; --q) {
+          c[q] = start[q] + rem % e[q];
+          rem /= e[q];
+        }
+        const std::int64_t k = linear(p, c, 0, p.nk), n = linear(p, c, p.nk, rank);
+        CHECK(k - kb.first >= 0);
+        CHECK(k - kb.first < kb.count);
+        CHECK(n - nb.first >= 0);
+        CHECK(n - nb.first < nb.count);
+        ++seen[static_cast<std::size_t>(k * n_total + n)];
+      }
     }
-  });
-  if (plan.split_reduced) {
-    CHECK(prev_k == k_total - 1);
-    CHECK(next_n == n_total);
-    CHECK(fusex::detail::pieces_per_output(plan) * k_total == pieces);
   }
   std::int64_t wrong = 0;
   for (int v : seen) wrong += v != 1;
@@ -134,11 +134,12 @@ TEST_CASE("reduce pieces: a full reduction over more than the limit is cut along
   p.ext[0] = 1000;
   p.limit = 128;
   p.ops.push_back(strided(p, {1}));
-  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, p.limit);
-  CHECK(plan.split_reduced);
-  CHECK(plan.chunk == 127);
-  CHECK(fusex::detail::pieces_per_output(plan) == 8);
-  check_plan(p);
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, 16, p.limit);
+  CHECK(plan.split_reduced());
+  CHECK(plan.kept.size() == 1);
+  CHECK(plan.reduced.size() == 8);  // 127 elements each, the last 111
+  CHECK(plan.reduced.front().count == 127);
+  check_plan(p, 16);
 }
 
 TEST_CASE("reduce pieces: whole reductions are preferred, the outputs cut", "[host][reduce][pieces]") {
@@ -149,14 +150,14 @@ TEST_CASE("reduce pieces: whole reductions are preferred, the outputs cut", "[ho
   p.ext[1] = 20;
   p.limit = 128;
   p.ops.push_back(strided(p, {20, 1}));
-  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, p.limit);
-  CHECK_FALSE(plan.split_reduced);
-  CHECK(plan.level == 0);
-  CHECK(plan.chunk == 6);  // 6 * 20 = 120 < 128 elements, span 119
-  check_plan(p);
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, 16, p.limit);
+  CHECK_FALSE(plan.split_reduced());
+  CHECK(plan.kept.front().count == 6);  // 6 * 20 = 120 < 128 elements, span 119
+  CHECK(plan.kept.size() == 50);
+  check_plan(p, 16);
   // A broadcast operand spans nothing along its broadcast axis; a transposed one spans more.
   p.ops.push_back(strided(p, {0, 300}));
-  check_plan(p);
+  check_plan(p, 16);
 }
 
 TEST_CASE("reduce pieces: an inner dimension too large alone moves the cut inward", "[host][reduce][pieces]") {
@@ -168,11 +169,12 @@ TEST_CASE("reduce pieces: an inner dimension too large alone moves the cut inwar
   p.ext[2] = 2;
   p.limit = 64;
   p.ops.push_back(strided(p, {100, 2, 1}));
-  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, p.limit);
-  CHECK_FALSE(plan.split_reduced);
-  CHECK(plan.level == 1);
-  CHECK(plan.chunk == 31);  // 31 x 2 = 62 elements, span 30 x 2 + 1 = 61
-  check_plan(p);
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, 1000, p.limit);
+  CHECK_FALSE(plan.split_reduced());
+  CHECK(plan.kept.front().extent[0] == 1);
+  CHECK(plan.kept.front().extent[1] == 31);  // 31 x 2 = 62 elements, span 30 x 2 + 1 = 61
+  CHECK(plan.kept.size() == 6);
+  check_plan(p, 1000);
   // Reduced positions cut at an inner level too: [2] kept, [4, 40] reduced, one row of 40 spans more.
   problem q;
   q.nk = 1;
@@ -182,11 +184,32 @@ TEST_CASE("reduce pieces: an inner dimension too large alone moves the cut inwar
   q.ext[2] = 40;
   q.limit = 32;
   q.ops.push_back(strided(q, {1, 2, 8}));
-  const auto qp = fusex::detail::plan_reduce_pieces(q.nk, q.nr, q.ext, q.ops.data(), 1, q.limit);
-  CHECK(qp.split_reduced);
-  CHECK(qp.level == 2);
-  CHECK(qp.chunk == 4);  // span 3 x 8 = 24 < 32; 5 would be 32
-  check_plan(q);
+  const auto qp = fusex::detail::plan_reduce_pieces(q.nk, q.nr, q.ext, q.ops.data(), 1, 1000, q.limit);
+  CHECK(qp.split_reduced());
+  CHECK(qp.reduced.front().extent[1] == 1);
+  CHECK(qp.reduced.front().extent[2] == 4);  // span 3 x 8 = 24 < 32; 5 would be 32
+  CHECK(qp.reduced.size() == 40);
+  CHECK(qp.kept.size() == 1);  // both outputs beside a reduced box: 2 x 4 elements, span 1 + 24
+  check_plan(q, 1000);
+}
+
+TEST_CASE("reduce pieces: a reduced dimension of a huge stride keeps many outputs per piece",
+          "[host][reduce][pieces]") {
+  // sum over axis 0 of [4, 1000] stored column-major-like (stride 1000 along the reduced axis,
+  // 4000 > limit): one coordinate of the reduced axis per piece, with up to max_outputs outputs
+  // each, not one launch per output and coordinate.
+  problem p;
+  p.nk = 1;
+  p.nr = 1;
+  p.ext[0] = 1000;
+  p.ext[1] = 4;
+  p.limit = 128;
+  p.ops.push_back(strided(p, {1, 1000}));
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, 50, p.limit);
+  CHECK(plan.split_reduced());
+  CHECK(plan.reduced.size() == 4);
+  CHECK(plan.kept.size() == 20);
+  check_plan(p, 50);
 }
 
 TEST_CASE("reduce pieces: random shapes, axes and strides tile the space once and fit",
@@ -213,6 +236,6 @@ TEST_CASE("reduce pieces: random shapes, axes and strides tile the space once an
       for (auto& x : s) x = pick(0, 3) == 0 ? 0 : pick(1, 40);  // views' strides are never negative
       p.ops.push_back(strided(p, s));
     }
-    check_plan(p);
+    check_plan(p, pick(1, 60));
   }
 }

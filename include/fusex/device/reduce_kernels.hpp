@@ -730,7 +730,7 @@ __global__ void __launch_bounds__(256)
 template <class Index, class Op, class T, class Acc, class OutT>
 __global__ void __launch_bounds__(256)
     reduce_finish_kernel(const Index k_count, const Index splits, const std::int64_t n_count, const bool k_major, const Op op,
-                         const Acc* partials, OutT* out) {
+                         const Acc* partials, const Acc* prev, Acc* running, OutT* out) {
   pdl_begin();
   __shared__ alignas(16) unsigned char scratch[reduce_scratch_bytes];
   auto combine = [&](const Acc& a, const Acc& b) { return op.template combine<T>(a, b); };
@@ -755,7 +755,13 @@ __global__ void __launch_bounds__(256)
   FUSEX_UNROLL
   for (int u = 1; u < U; ++u) a = combine(a, acc[u]);
   a = group_reduce(a, combine, static_cast<int>(blockDim.x), reinterpret_cast<Acc*>(scratch));
-  if (threadIdx.x == 0) out[k] = convert<OutT>(op.template finish<T>(a, n_count));
+  if (threadIdx.x == 0) {
+    // A reduction in pieces (plan/reduce_pieces.hpp): fold in the earlier pieces' accumulator,
+    // and keep it for the next piece unless this is the last.
+    if (prev != nullptr) a = combine(prev[k], a);
+    if (running != nullptr) running[k] = a;
+    else out[k] = convert<OutT>(op.template finish<T>(a, n_count));
+  }
 }
 #endif
 

@@ -264,8 +264,9 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
       const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
       const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
       launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid, dim3(256), 0, dr.stream,
-                    dev, static_cast<Index>(sp.k_count), static_cast<Index>(splits), static_cast<Index>(sp.n_count),
-                    true, n.op, static_cast<const Acc*>(partials), out);
+                    dev, static_cast<Index>(sp.k_count), static_cast<Index>(splits), sp.n_count, true, n.op,
+                    static_cast<const Acc*>(partials), static_cast<const Acc*>(nullptr), static_cast<Acc*>(nullptr),
+                    out);
     } else if (splits > 1) {
       std::int64_t fb = (sp.k_count + 31) / 32;
       const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
@@ -282,11 +283,10 @@ bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduc
 
 #if defined(__CUDACC__)
 // Where a generic reduction's results go: finished values at `out`, or, for a piece of a reduction
-// whose outputs' reduced elements are cut (plan/reduce_pieces.hpp), partial accumulators.
+// whose reduced elements are cut (plan/reduce_pieces.hpp), partial accumulators.
 struct generic_target {
-  void* partials = nullptr;     // non-null: write this many partials (at most max_splits), no finish
-  std::int64_t max_splits = 0;  // room for partials per piece
-  std::int64_t* used = nullptr;  // partials written
+  void* partials = nullptr;      // non-null: write the partials here (outputs x splits), no finish
+  std::int64_t* used = nullptr;  // the splits written
   std::int64_t n_base = 0;       // the piece's first reduced element (argmin/argmax indices)
 };
 
@@ -345,7 +345,6 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
     const std::int64_t most = sp.n_count / 16;
     splits = want < most ? want : most;
   }
-  if (target.partials != nullptr && splits > target.max_splits) splits = target.max_splits;
   if (splits < 1) splits = 1;
   p.splits = static_cast<Index>(splits);
   Acc* partials = static_cast<Acc*>(target.partials);
@@ -374,7 +373,7 @@ void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const 
     launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid,
                   dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
                   static_cast<Index>(splits), sp.n_count, inner_reduced, n.op, static_cast<const Acc*>(partials),
-                  out);
+                  static_cast<const Acc*>(nullptr), static_cast<Acc*>(nullptr), out);
   }
 }
 
@@ -391,55 +390,60 @@ void launch_reduce_in_pieces(const reduce_node<Op, C>& n, const shape_t& s, cons
   std::int64_t ext[max_rank] = {};
   for (int j = 0; j < sp.nk; ++j) ext[j] = s[sp.kdim[j]];
   for (int j = 0; j < sp.nr; ++j) ext[sp.nk + j] = s[sp.rdim[j]];
-  const reduce_piece_plan plan = plan_reduce_pieces(sp.nk, sp.nr, ext, pos.data() + 1, static_cast<int>(N) - 1);
-  // Each piece is a reduction in position space: its shape is the box, its kept positions come
-  // first, and its operands start at the box's first element.
+  // Where the reduced elements are cut, a kept box keeps an accumulator per output: at most 2^24.
+  const reduce_piece_plan plan =
+      plan_reduce_pieces(sp.nk, sp.nr, ext, pos.data() + 1, static_cast<int>(N) - 1, std::int64_t{1} << 24);
+  // Each piece is a reduction in position space: its shape is the box, kept positions first, and
+  // its operands start at the box's first element.
   const int rank = sp.nk + sp.nr;
   std::uint32_t mask = 0;
   for (int q = sp.nk; q < rank; ++q) mask |= 1u << q;
-  auto piece = [&](const reduce_piece& pc, shape_t& ps, std::array<operand_layout, N>& po) {
-    for (int q = 0; q < rank; ++q) ps.push_back(pc.extent[q]);
-    po = pos;
+  auto launch_piece = [&](const reduce_box& kb, const reduce_box& nb, R* piece_out, const generic_target& t) {
+    shape_t ps;
+    for (int q = 0; q < sp.nk; ++q) ps.push_back(kb.extent[q]);
+    for (int q = sp.nk; q < rank; ++q) ps.push_back(nb.extent[q]);
+    auto po = pos;
     for (std::size_t i = 1; i < N; ++i) {
       std::int64_t off = 0;
-      for (int q = 0; q < rank; ++q) off += pc.start[q] * po[i].s[q];
+      for (int q = 0; q < sp.nk; ++q) off += kb.start[q] * po[i].s[q];
+      for (int q = sp.nk; q < rank; ++q) off += nb.start[q] * po[i].s[q];
       advance_operand(po[i], off);
     }
+    launch_generic_reduce(n, ps, split_dims(ps, mask), po, inner_reduced, piece_out, dr, t);
   };
-  if (!plan.split_reduced) {
-    for_each_reduce_piece(plan, [&](const reduce_piece& pc) {
-      shape_t ps;
-      std::array<operand_layout, N> po;
-      piece(pc, ps, po);
-      launch_generic_reduce(n, ps, split_dims(ps, mask), po, inner_reduced, out + pc.k_first, dr, generic_target{});
-    });
+  if (!plan.split_reduced()) {
+    for (const reduce_box& kb : plan.kept) launch_piece(kb, plan.reduced.front(), out + kb.first, generic_target{});
     return;
   }
-  // One output at a time: its pieces leave partial accumulators side by side, then one launch
-  // combines them (threads along the reduced elements: a piece has one output).
+  // Per kept box, the reduced boxes in order: each leaves partials (outputs x splits, at most
+  // 2 * resident + outputs as launch_generic_reduce splits), which a finishing launch folds into
+  // the running accumulators; the last one finishes with the whole count.
   const device_properties& dev = current_device_info();
+  std::int64_t most = 0;
+  for (const reduce_box& kb : plan.kept) most = kb.count > most ? kb.count : most;
+  const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
+  dr.storage.emplace_back(static_cast<std::size_t>(2 * resident + most) * sizeof(Acc), dr.stream);
+  Acc* scratch = reinterpret_cast<Acc*>(dr.storage.back().data());
+  dr.storage.emplace_back(static_cast<std::size_t>(most) * sizeof(Acc), dr.stream);
+  Acc* running = reinterpret_cast<Acc*>(dr.storage.back().data());
+  std::int64_t used = 0;
   generic_target t;
-  t.max_splits = 2 * std::int64_t{dev.sm_count} * dev.max_threads_per_sm / 256 + 1;
-  dr.storage.emplace_back(static_cast<std::size_t>(pieces_per_output(plan) * t.max_splits) * sizeof(Acc), dr.stream);
-  Acc* partials = reinterpret_cast<Acc*>(dr.storage.back().data());
-  const std::int64_t n_total = sp.n_count;
-  std::int64_t used = 0, filled = 0;
+  t.partials = scratch;
   t.used = &used;
-  for_each_reduce_piece(plan, [&](const reduce_piece& pc) {
-    shape_t ps;
-    std::array<operand_layout, N> po;
-    piece(pc, ps, po);
-    if (pc.n_first == 0) filled = 0;
-    t.partials = partials + filled;
-    t.n_base = pc.n_first;
-    launch_generic_reduce(n, ps, split_dims(ps, mask), po, true, out, dr, t);
-    filled += used;
-    if (pc.n_first + pc.n_count == n_total) {
-      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<std::uint32_t, Op, T, Acc, R>, dim3(1), dim3(256), 0,
-                    dr.stream, dev, std::uint32_t{1}, static_cast<std::uint32_t>(filled), n_total, true, n.op,
-                    static_cast<const Acc*>(partials), out + pc.k_first);
+  for (const reduce_box& kb : plan.kept) {
+    for (std::size_t j = 0; j < plan.reduced.size(); ++j) {
+      t.n_base = plan.reduced[j].first;
+      launch_piece(kb, plan.reduced[j], nullptr, t);
+      const bool last = j + 1 == plan.reduced.size();
+      const std::int64_t kx = kb.count < 65535 ? kb.count : 65535;
+      const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((kb.count + kx - 1) / kx));
+      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<std::uint32_t, Op, T, Acc, R>, grid,
+                    dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<std::uint32_t>(kb.count),
+                    static_cast<std::uint32_t>(used), sp.n_count, inner_reduced, n.op, static_cast<const Acc*>(scratch),
+                    static_cast<const Acc*>(j > 0 ? running : nullptr), last ? static_cast<Acc*>(nullptr) : running,
+                    out + kb.first);
     }
-  });
+  }
 }
 
 template <class Op, class C>
