@@ -85,6 +85,16 @@ inline void cuda_check(cudaError_t code, const char* call, const char* file, int
 /// line on failure.
 #define FUSEX_CUDA_CHECK(call) ::fusex::detail::cuda_check((call), #call, __FILE__, __LINE__)
 
+namespace fusex::detail {
+/// The calling thread's current device (checked). Here, in a header every layer may include, so
+/// that it is written once.
+inline int current_device() {
+  int d = 0;
+  FUSEX_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+}  // namespace fusex::detail
+
 // ------------------------------------------------------------------------------------------------
 // Memory exhaustion.
 #include <cstddef>

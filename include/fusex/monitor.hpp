@@ -233,7 +233,7 @@ class cuda_event_timer {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     FUSEX_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
     if (status != cudaStreamCaptureStatusNone) return;  // events in a capture time nothing
-    FUSEX_CUDA_CHECK(cudaGetDevice(&device_));
+    device_ = detail::current_device();
     event_pool& pool = event_pool::local();
     start_ = pool.take(device_);
     stop_ = pool.take(device_);

@@ -46,11 +46,7 @@ inline const device_properties& device_info(int device) {
   return cache[device];
 }
 
-inline const device_properties& current_device_info() {
-  int device = 0;
-  FUSEX_CUDA_CHECK(cudaGetDevice(&device));
-  return device_info(device);
-}
+inline const device_properties& current_device_info() { return device_info(current_device()); }
 
 inline std::atomic<bool>& pdl_flag() {
   static std::atomic<bool> enabled{true};

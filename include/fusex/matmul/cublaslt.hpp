@@ -309,8 +309,7 @@ inline bool foreign_capture(cudaStream_t stream) {
 /// always has such algorithms, possibly slower ones, whose results may differ from the eager
 /// call's in the last bits).
 inline bool lt_matmul(const lt_gemm& g, cudaStream_t stream) {
-  int device = 0;
-  FUSEX_CUDA_CHECK(cudaGetDevice(&device));
+  const int device = current_device();
   const bool no_workspace = foreign_capture(stream);
   const std::size_t max_ws = no_workspace ? 0 : matmul_chooser().max_workspace_bytes;
   const cublasLtHandle_t handle = lt_handle(device);

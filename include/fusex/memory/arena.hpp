@@ -31,20 +31,13 @@ namespace fusex {
 class arena : public detail::basic_arena<detail::cuda_backend> {
  public:
   /// An arena for the current device.
-  explicit arena(const arena_options& options = arena_options()) : arena(current_device(), options) {}
+  explicit arena(const arena_options& options = arena_options()) : arena(detail::current_device(), options) {}
   /// An arena for `device`.
   arena(int device, const arena_options& options)
       : detail::basic_arena<detail::cuda_backend>(detail::cuda_backend(device, options.upstream), options) {}
 
   /// The device this arena allocates on.
   int device() const noexcept { return backend().device(); }
-
- private:
-  static int current_device() {
-    int d = 0;
-    FUSEX_CUDA_CHECK(cudaGetDevice(&d));
-    return d;
-  }
 };
 
 /// Owning handle of a graph-private pool of a fusex::arena (see arena::begin_private_pool).

@@ -20,7 +20,7 @@
 namespace fusex::detail {
 
 inline device_guard::device_guard(int device) {
-  FUSEX_CUDA_CHECK(cudaGetDevice(&previous_));
+  previous_ = current_device();
   if (previous_ != device) FUSEX_CUDA_CHECK(cudaSetDevice(device));
   changed_ = previous_ != device;
 }

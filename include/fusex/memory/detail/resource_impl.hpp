@@ -93,11 +93,6 @@ inline int checked_device(int device) {
   }
   return device;
 }
-inline int current_device() {
-  int d = 0;
-  FUSEX_CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
 // defaults().mutex held.
 inline arena& default_arena_locked(default_resources& d, int device) {
   if (arena* a = d.arenas[device].load(std::memory_order_acquire)) return *a;
