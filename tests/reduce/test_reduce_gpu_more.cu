@@ -180,8 +180,9 @@ TEST_CASE("gpu: a full sum over more than 2^31 elements", "[gpu][reduce][large]"
 //  - one output over more than 2^31 elements: its pieces leave partials that one launch combines
 //    (sum; a mean of threes divides by the whole count; argmin's index is the piece's first plus its own);
 //  - several outputs of that kind (each output's pieces start at its own row);
-//  - whole rows or columns whose count reaches 2^31: the outputs are cut (the 2-D row and column
-//    kernels per piece, writing at an offset).
+//  - whole rows or columns whose count reaches 2^31: the outputs are cut, each piece writing at an
+//    offset (rows: the 2-D row kernel; columns: the generic kernel, the pieces' output counts
+//    being odd).
 TEST_CASE("gpu: reductions over 2^31 elements or more run in 32-bit pieces", "[gpu][reduce][large]") {
   using fusex::shape_t;
   const std::int64_t n = (std::int64_t{1} << 31) + 4099, peak = (std::int64_t{1} << 31) + 17;
@@ -256,4 +257,60 @@ TEST_CASE("gpu: a reduction along an axis of stride 2^31 runs in pieces of many 
     bad += hm[static_cast<std::size_t>(c)] != static_cast<float>(want) / 4;
   }
   CHECK(bad == 0);
+}
+
+// Several outputs per piece and several splits per output, in both partial layouts: uint8 views
+// into 6 GiB with a 2^31 stride on a reduced axis. [4, 64, 1024] strides {2^31, 1, 64} reduced over
+// (0, 1): the innermost dimension is kept (thread kernel, split-major partials); [4, 1024, 64]
+// strides {2^31, 64, 1} reduced over (0, 2): it is reduced (block kernel, output-major partials).
+// And a layout that would need too many pieces is refused with a message, before any launch.
+TEST_CASE("gpu: pieces with many outputs and splits, both partial layouts; too many pieces refused",
+          "[gpu][reduce][large]") {
+  const std::int64_t big = std::int64_t{1} << 31, plane = 64 * 1024;
+  device_array<std::uint8_t> x(static_cast<std::size_t>(3 * big + plane));
+  auto value = [](std::int64_t a, std::int64_t off) { return static_cast<std::uint8_t>((a * 7 + off * 3) % 251 + 1); };
+  for (std::int64_t a = 0; a < 4; ++a) {
+    host_vector<std::uint8_t> h(static_cast<std::size_t>(plane));
+    for (std::int64_t o = 0; o < plane; ++o) h[static_cast<std::size_t>(o)] = value(a, o);
+    FUSEX_CUDA_CHECK(
+        cudaMemcpy(x.data() + a * big, h.data(), static_cast<std::size_t>(plane), cudaMemcpyHostToDevice));
+  }
+  const auto cols_kept = fusex::make_view<const std::uint8_t>(x.data(), {4, 64, 1024}, {big, 1, 64});
+  const auto rows_kept = fusex::make_view<const std::uint8_t>(x.data(), {4, 1024, 64}, {big, 64, 1});
+  device_array<std::int64_t> s1(1024), s2(1024);
+  s1.poison();
+  s2.poison();
+  stream_guard sg;
+  run(sg.s, [&](cudaStream_t st) {
+    fusex::eval(fusex::make_view(s1.data(), {1024}), fusex::sum(cols_kept, {0, 1}), st);
+    fusex::eval(fusex::make_view(s2.data(), {1024}), fusex::sum(rows_kept, {0, 2}), st);
+  });
+  const auto h1 = s1.download(), h2 = s2.download();
+  std::int64_t bad = 0;
+  for (std::int64_t k = 0; k < 1024; ++k) {
+    std::int64_t w1 = 0, w2 = 0;
+    for (std::int64_t a = 0; a < 4; ++a)
+      for (std::int64_t j = 0; j < 64; ++j) {
+        w1 += value(a, j + 64 * k);  // cols_kept[a, j, k] is at a * 2^31 + j + 64 k
+        w2 += value(a, 64 * k + j);  // rows_kept[a, k, j] is at a * 2^31 + 64 k + j
+      }
+    bad += h1[static_cast<std::size_t>(k)] != w1;
+    bad += h2[static_cast<std::size_t>(k)] != w2;
+  }
+  CHECK(bad == 0);
+  // [2^17, 16, 2] with strides {2, 2^28, 1} (a transposed view spanning 3.75 GiB): summing the last
+  // axis would take a piece per (row, pair of columns), 2^18 of them.
+  const std::int64_t rows = std::int64_t{1} << 17;
+  const auto permuted =
+      fusex::make_view<const std::uint8_t>(x.data(), {rows, 16, 2}, {2, std::int64_t{1} << 28, 1});
+  device_array<std::int64_t> out(static_cast<std::size_t>(rows * 16));
+  std::string m;
+  try {
+    fusex::eval(fusex::make_view(out.data(), {rows, 16}), fusex::sum(permuted, 2), sg.s);
+  } catch (const fusex::error& e) {
+    m = e.what();
+  }
+  INFO(m);
+  CHECK(m.find("launches of 32-bit pieces") != std::string::npos);
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
 }

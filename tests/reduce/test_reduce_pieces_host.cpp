@@ -75,6 +75,8 @@ void check_plan(const problem& p, std::int64_t max_outputs) {
   for (int q = p.nk; q < rank; ++q) n_total *= p.ext[q];
   const reduce_piece_plan plan = fusex::detail::plan_reduce_pieces(
       p.nk, p.nr, p.ext, p.ops.data(), static_cast<int>(p.ops.size()), max_outputs, p.limit);
+  REQUIRE_FALSE(plan.too_many());
+  CHECK(plan.pieces == static_cast<std::int64_t>(plan.kept.size() * plan.reduced.size()));
   check_boxes(p, plan.kept, 0, p.nk);
   check_boxes(p, plan.reduced, p.nk, rank);
   if (!plan.split_reduced()) CHECK(plan.reduced.front().count == n_total);
@@ -210,6 +212,31 @@ TEST_CASE("reduce pieces: a reduced dimension of a huge stride keeps many output
   CHECK(plan.reduced.size() == 4);
   CHECK(plan.kept.size() == 20);
   check_plan(p, 50);
+}
+
+TEST_CASE("reduce pieces: a layout needing more than max_reduce_pieces launches is refused, not built",
+          "[host][reduce][pieces]") {
+  // kept [70000, 4] with the large stride on the inner kept position: a box fixes the outer one,
+  // so one launch per (outer coordinate, inner coordinate): 280000 pieces.
+  problem p;
+  p.nk = 2;
+  p.nr = 1;
+  p.ext[0] = 70000;
+  p.ext[1] = 4;
+  p.ext[2] = 1;
+  p.limit = std::int64_t{1} << 20;
+  p.ops.push_back(strided(p, {1, std::int64_t{1} << 20, 1}));
+  const auto plan = fusex::detail::plan_reduce_pieces(p.nk, p.nr, p.ext, p.ops.data(), 1, 1000, p.limit);
+  CHECK(plan.too_many());
+  CHECK(plan.pieces == 280000);
+  CHECK(plan.kept.empty());
+  CHECK(plan.reduced.empty());
+  // The same with a contiguous layout is two pieces.
+  problem q = p;
+  q.ops[0] = strided(q, {4, 1, 1});
+  const auto qp = fusex::detail::plan_reduce_pieces(q.nk, q.nr, q.ext, q.ops.data(), 1, 1000, q.limit);
+  CHECK_FALSE(qp.too_many());
+  CHECK(qp.pieces == 1);
 }
 
 TEST_CASE("reduce pieces: random shapes, axes and strides tile the space once and fit",

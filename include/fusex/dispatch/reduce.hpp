@@ -393,6 +393,14 @@ void launch_reduce_in_pieces(const reduce_node<Op, C>& n, const shape_t& s, cons
   // Where the reduced elements are cut, a kept box keeps an accumulator per output: at most 2^24.
   const reduce_piece_plan plan =
       plan_reduce_pieces(sp.nk, sp.nr, ext, pos.data() + 1, static_cast<int>(N) - 1, std::int64_t{1} << 24);
+  if (plan.too_many()) {
+    std::string strides;
+    for (std::size_t i = 1; i < N; ++i) strides += (i > 1 ? ", " : "") + ops[i].strides.str();
+    throw error("fusex: " + std::string(Op::name) + " over " + s.str() + " (operand strides " + strides +
+                ") would need " + std::to_string(plan.pieces) + " launches of 32-bit pieces (at most " +
+                std::to_string(max_reduce_pieces) +
+                "): its large strides are on inner dimensions; reduce a contiguous copy instead");
+  }
   // Each piece is a reduction in position space: its shape is the box, kept positions first, and
   // its operands start at the box's first element.
   const int rank = sp.nk + sp.nr;
@@ -412,7 +420,13 @@ void launch_reduce_in_pieces(const reduce_node<Op, C>& n, const shape_t& s, cons
     launch_generic_reduce(n, ps, split_dims(ps, mask), po, inner_reduced, piece_out, dr, t);
   };
   if (!plan.split_reduced()) {
-    for (const reduce_box& kb : plan.kept) launch_piece(kb, plan.reduced.front(), out + kb.first, generic_target{});
+    for (const reduce_box& kb : plan.kept) {
+      // A piece's partials are freed (stream-ordered) once its launches are enqueued, not held
+      // to the end of the evaluation.
+      const std::size_t held = dr.storage.size();
+      launch_piece(kb, plan.reduced.front(), out + kb.first, generic_target{});
+      while (dr.storage.size() > held) dr.storage.pop_back();
+    }
     return;
   }
   // Per kept box, the reduced boxes in order: each leaves partials (outputs x splits, at most

@@ -112,8 +112,8 @@ inline std::string stream_text(cudaStream_t s) {
   return buf;
 }
 
-// (The hash of a thread id is its native handle in libstdc++ and libc++, the number operator<<
-// prints; formatting it by hand keeps <sstream>, about 0.5 s of every TU's nvcc time, out.)
+// (A number that tells live threads apart: the id's hash, not the native handle operator<< would
+// print; formatting it by hand keeps <sstream>, about 0.5 s of every TU's nvcc time, out.)
 inline std::string thread_text(std::thread::id t) { return std::to_string(std::hash<std::thread::id>()(t)); }
 
 inline bool is_default_stream(cudaStream_t s) noexcept {

@@ -36,12 +36,32 @@ struct reduce_box {
   std::int64_t count = 0;
 };
 
+/// Pieces beyond which a reduction is refused rather than launched piece by piece: boxes fix the
+/// positions before their level, so a layout whose large strides sit on inner positions (a
+/// permuted view) can need a launch per coordinate of the outer ones.
+inline constexpr std::int64_t max_reduce_pieces = std::int64_t{1} << 16;
+
 /// How a reduction is cut into pieces (see the file comment): kept boxes times reduced boxes.
 struct reduce_piece_plan {
   int nk = 0, nr = 0;
   std::vector<reduce_box> kept, reduced;  ///< the boxes, in row-major order
+  std::int64_t pieces = 0;                ///< kept boxes times reduced boxes
   bool split_reduced() const noexcept { return reduced.size() > 1; }
+  /// More than max_reduce_pieces: no boxes were built (the caller refuses the reduction).
+  bool too_many() const noexcept { return pieces > max_reduce_pieces; }
 };
+
+// How many boxes section_boxes would build (without building them; at most the group's element
+// count, so no overflow).
+inline std::int64_t section_box_count(const std::int64_t* ext, int a, int b, int level, std::int64_t chunk) {
+  if (a == b) return 1;
+  std::int64_t n = 1;
+  for (int q = a; q < level; ++q) {
+    if (ext[q] == 0) return 1;
+    n *= ext[q];
+  }
+  return ext[level] == 0 ? 1 : n * ((ext[level] + chunk - 1) / chunk);
+}
 
 // The outermost position of [a, b) to cut into ranges, and the longest range, so that a box (the
 // positions before it fixed, those after it whole) together with `rest_span` (per operand) and
@@ -152,6 +172,8 @@ inline reduce_piece_plan plan_reduce_pieces(int nk, int nr, const std::int64_t* 
   }
   for (int i = 0; i < n_ops && whole; ++i) rest[static_cast<std::size_t>(i)] = span_of(ops[i].s, ext, nk, end);
   if (whole && cut_section(ops, n_ops, ext, 0, nk, rest.data(), n_count, limit, limit, level, chunk)) {
+    p.pieces = section_box_count(ext, 0, nk, level, chunk);
+    if (p.too_many()) return p;
     p.kept = section_boxes(ext, 0, nk, level, chunk);
     p.reduced = section_boxes(ext, nk, end, nk, nr > 0 ? ext[nk] : 1);
     return p;
@@ -160,6 +182,11 @@ inline reduce_piece_plan plan_reduce_pieces(int nk, int nr, const std::int64_t* 
   for (auto& r : rest) r = 0;
   if (!cut_section(ops, n_ops, ext, nk, end, rest.data(), 1, limit, limit, level, chunk))
     throw error("fusex: internal: no 32-bit piece fits a reduction");  // a single element always fits
+  const std::int64_t n_boxes = section_box_count(ext, nk, end, level, chunk);
+  if (n_boxes > max_reduce_pieces) {
+    p.pieces = n_boxes;
+    return p;
+  }
   p.reduced = section_boxes(ext, nk, end, level, chunk);
   const reduce_box& big = p.reduced.front();  // the first box is a largest one
   std::int64_t box_ext[max_rank] = {};
@@ -168,6 +195,12 @@ inline reduce_piece_plan plan_reduce_pieces(int nk, int nr, const std::int64_t* 
   if (!cut_section(ops, n_ops, ext, 0, nk, rest.data(), big.count, max_outputs > 0 ? max_outputs : 1, limit, level,
                    chunk))
     throw error("fusex: internal: no 32-bit piece fits a reduction");  // the reduced cut left room for one output
+  const std::int64_t k_boxes = section_box_count(ext, 0, nk, level, chunk);
+  p.pieces = k_boxes * n_boxes;  // at most the reduction's element count
+  if (p.too_many()) {
+    p.reduced.clear();
+    return p;
+  }
   p.kept = section_boxes(ext, 0, nk, level, chunk);
   return p;
 }

@@ -296,7 +296,7 @@ inline row_layout plan_rows(operand_layout* ops, const bool* in_reduction, int n
   for (int i = 1; i < n_ops; ++i) {
     if (ops[i].computed) continue;  // never in registers
     bool seen = false;
-    for (int j = 1; j < i && !seen; ++j) seen = ops[i].dtype == ops[j].dtype;
+    for (int j = 1; j < i && !seen; ++j) seen = !ops[j].computed && ops[i].dtype == ops[j].dtype;
     // The cache holds the compute type (half and bfloat16 as float), as the kernel allocates it.
     const int bytes = ops[i].compute_size > ops[i].elem_size ? ops[i].compute_size : ops[i].elem_size;
     if (!seen) cache_bytes += bytes * chunks * L.vector_width;
