@@ -405,7 +405,7 @@ void planner(reader& r) {
     base[i] = (std::int64_t{1} << 16) * i + r.range(0, 3);  // disjoint regions
     o.data = arena + base[i];
     o.elem_size = 4;
-    o.dtype = "float32";
+    o.dtype = fusex::dtype_id::float32;
   }
   // Reference tuples from the original shapes.
   std::vector<vec> want;
