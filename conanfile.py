@@ -5,6 +5,8 @@
 Two components, the same targets as fusex's own CMake config package:
   core    fusex::fusex   the headers, C++17, CUDA::cudart
   matmul  fusex::matmul  fusex::fusex plus CUDA::cublasLt, for <fusex/matmul.hpp>
+and, as there, fusex::compiled (opt-in separate compilation), a static library that the build
+module defines in the consumer's project from the one source file the package ships.
 (Conan consumers name them fusex::core and fusex::matmul in cpp_info.requires.) The root target
 that CMakeDeps makes from all components is fusex::fusex_all; use the two above instead.
 
@@ -40,6 +42,14 @@ endif()
 if(TARGET fusex::matmul)
   target_link_libraries(fusex::matmul INTERFACE CUDA::cublasLt)
 endif()
+# fusex::compiled (opt-in separate compilation): built in the consumer's project, when something
+# links it, from the one source file this package ships (as fusex's own config package does).
+get_property(_fusex_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+if(TARGET fusex::fusex AND "CXX" IN_LIST _fusex_languages)
+  include("${CMAKE_CURRENT_LIST_DIR}/fusex_compiled.cmake")
+  fusex_define_compiled_target("${CMAKE_CURRENT_LIST_DIR}/fusex_compiled.cpp")
+endif()
+unset(_fusex_languages)
 """
 
 
@@ -50,7 +60,7 @@ class FusexConan(ConanFile):
     topics = ("cuda", "kernel-fusion", "expression-templates", "header-only")
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
-    exports_sources = "include/*", "LICENSE"
+    exports_sources = "include/*", "LICENSE", "src/compiled.cpp", "cmake/fusex_compiled.cmake"
     no_copy_source = True
 
     def set_version(self):
@@ -71,6 +81,10 @@ class FusexConan(ConanFile):
         copy(self, "LICENSE", self.source_folder, os.path.join(self.package_folder, "licenses"))
         copy(self, "*", os.path.join(self.source_folder, "include"), os.path.join(self.package_folder, "include"))
         save(self, os.path.join(self.package_folder, self._build_module), _CUDA_BUILD_MODULE)
+        module_dir = os.path.join(self.package_folder, os.path.dirname(self._build_module))
+        copy(self, "fusex_compiled.cmake", os.path.join(self.source_folder, "cmake"), module_dir)
+        save(self, os.path.join(module_dir, "fusex_compiled.cpp"),
+             load(self, os.path.join(self.source_folder, "src", "compiled.cpp")))
 
     @property
     def _build_module(self):

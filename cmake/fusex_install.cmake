@@ -40,3 +40,8 @@ write_basic_package_version_file(
   ARCH_INDEPENDENT)
 install(FILES "${PROJECT_BINARY_DIR}/fusexConfig.cmake" "${PROJECT_BINARY_DIR}/fusexConfigVersion.cmake"
         DESTINATION "${FUSEX_INSTALL_CMAKEDIR}")
+# fusex::compiled is defined by the config package from its one source file, in the consumer's
+# build (cmake/fusex_compiled.cmake): the install holds no binary.
+install(FILES "${PROJECT_SOURCE_DIR}/cmake/fusex_compiled.cmake" DESTINATION "${FUSEX_INSTALL_CMAKEDIR}")
+install(FILES "${PROJECT_SOURCE_DIR}/src/compiled.cpp" DESTINATION "${FUSEX_INSTALL_CMAKEDIR}"
+        RENAME fusex_compiled.cpp)

@@ -1,5 +1,5 @@
 """Builds and runs two small CUDA programs against the fusex package that `conan create` made: one
-using fusex::fusex, one using fusex::matmul (cuBLASLt). Neither needs a GPU to build or to run."""
+using fusex::fusex (and again fusex::compiled), one using fusex::matmul (cuBLASLt). Neither needs a GPU to build or to run."""
 
 import os
 
@@ -27,5 +27,5 @@ class FusexTestPackageConan(ConanFile):
 
     def test(self):
         if can_run(self):
-            for program in ("fusex_test_package", "fusex_test_package_matmul"):
+            for program in ("fusex_test_package", "fusex_test_package_compiled", "fusex_test_package_matmul"):
                 self.run(os.path.join(self.cpp.build.bindir, program), env="conanrun")

@@ -16,7 +16,9 @@ long long fusex_test_package_host_part();
 int main() {
   float host[6] = {};
   fusex::view<float> v(host, {2, 3});
-  const bool ok = v.size() == 6 && fusex_test_package_host_part() == 12;
+  // broadcast_shapes is defined in the headers, or (fusex::compiled) in the fusex_compiled library.
+  const bool ok = v.size() == 6 && fusex_test_package_host_part() == 12 &&
+                  fusex::broadcast_shapes({2, 1}, {3}) == fusex::shape_t{2, 3};
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   std::printf("fusex-test-package: fusex %s %s, view of %lld elements, %d CUDA device(s)%s%s\n", fusex::version_string,

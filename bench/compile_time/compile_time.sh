@@ -5,6 +5,7 @@
 #   empty     bench/compile_time/fusex_empty.cu      (includes <fusex/fusex.hpp>, evaluates nothing)
 #   relu_bias examples/relu_bias/relu_bias.cu
 #   softmax   examples/softmax_layer_norm/softmax_layer_norm.cu
+# each fusex TU also with FUSEX_SEPARATE_COMPILATION (names ending in _sc).
 # Prints each wall time, its ratio to the hand kernel's time of the same round, and nvcc's phases
 # (--time: cudafe++, cicc, ptxas, host compiler). Keep the machine otherwise idle.
 # Usage: bench/compile_time/compile_time.sh [> bench/results/compile_time-<machine>.txt]
@@ -21,9 +22,14 @@ flags=(-O3 -DNDEBUG "$arch" --extended-lambda -Werror=all-warnings -Xcompiler=-W
 # EXTRA is split on spaces on purpose: several flags.
 # shellcheck disable=SC2206
 extra=(${EXTRA:-})
-names=(hand empty relu_bias softmax)
-files=(bench/compile_time/hand_relu_bias.cu bench/compile_time/fusex_empty.cu examples/relu_bias/relu_bias.cu
-  examples/softmax_layer_norm/softmax_layer_norm.cu)
+# Each fusex TU twice: header-only (the default), and with FUSEX_SEPARATE_COMPILATION (suffix _sc:
+# what a user of the CMake target fusex::compiled compiles; the library's one source file is built
+# once per project, not per TU, and is not counted here).
+names=(hand empty empty_sc relu_bias relu_bias_sc softmax softmax_sc)
+files=(bench/compile_time/hand_relu_bias.cu bench/compile_time/fusex_empty.cu bench/compile_time/fusex_empty.cu
+  examples/relu_bias/relu_bias.cu examples/relu_bias/relu_bias.cu
+  examples/softmax_layer_norm/softmax_layer_norm.cu examples/softmax_layer_norm/softmax_layer_norm.cu)
+mode_flags() { case $1 in *_sc) echo -DFUSEX_SEPARATE_COMPILATION ;; esac; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -31,7 +37,7 @@ echo "# fusex compile time, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse 
 echo "# $("$NVCC" --version | tail -n1); host $(g++ --version | head -n1); $(nproc) cores;" \
   "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# nvcc ${flags[*]} ${extra[*]} -c FILE"
-printf '%-10s %4s %9s %8s   %s\n' tu run wall_s x_hand "phases (s)"
+printf '%-12s %4s %9s %8s   %s\n' tu run wall_s x_hand "phases (s)"
 declare -A sum
 for ((r = 1; r <= RUNS; ++r)); do
   hand=""
@@ -39,7 +45,8 @@ for ((r = 1; r <= RUNS; ++r)); do
     n=${names[$i]}
     rm -f "$tmp/t.csv"
     t0=$(date +%s.%N)
-    "$NVCC" "${flags[@]}" "${extra[@]}" --time "$tmp/t.csv" -c "${files[$i]}" -o "$tmp/$n.o"
+    # shellcheck disable=SC2046  # no flag or one
+    "$NVCC" "${flags[@]}" "${extra[@]}" $(mode_flags "$n") --time "$tmp/t.csv" -c "${files[$i]}" -o "$tmp/$n.o"
     t1=$(date +%s.%N)
     wall=$(echo "$t1 - $t0" | bc -l)
     [ -z "$hand" ] && hand=$wall
@@ -50,10 +57,10 @@ for ((r = 1; r <= RUNS; ++r)); do
       p = $2; if (p ~ /preprocessing/) p = "preprocess"; else if (p ~ /compiling/) p = "host"; else if (p ~ /cudafe/) p = "cudafe++"
       t[p] += $7 } END { n = split("preprocess cudafe++ cicc ptxas host", o, " ")
       for (i = 1; i <= n; ++i) printf "%s %.2f  ", o[i], t[o[i]] / 1000 }' "$tmp/t.csv")
-    printf '%-10s %4d %9.2f %8.2f   %s\n' "$n" "$r" "$wall" "$ratio" "$phases"
+    printf '%-12s %4d %9.2f %8.2f   %s\n' "$n" "$r" "$wall" "$ratio" "$phases"
   done
 done
 echo "# mean over $RUNS rounds, ratio of the means"
 for n in "${names[@]}"; do
-  printf '%-10s mean %9.2f %8.2f\n' "$n" "$(echo "${sum[$n]} / $RUNS" | bc -l)" "$(echo "${sum[$n]} / ${sum[hand]}" | bc -l)"
+  printf '%-12s mean %9.2f %8.2f\n' "$n" "$(echo "${sum[$n]} / $RUNS" | bc -l)" "$(echo "${sum[$n]} / ${sum[hand]}" | bc -l)"
 done

@@ -271,7 +271,7 @@ void bm_sweep(benchmark::State& state) {
   g.n = NK;
   g.k = NK;
   const bool chooser_fusex =
-      fusex::detail::choose_fusex_kernel(fusex::dtype_name<T>(), g, fusex::matmul_chooser(), why);
+      fusex::detail::choose_fusex_kernel(fusex::dtype_of<T>(), g, fusex::matmul_chooser(), why);
   state.counters["chooser_fusex"] = chooser_fusex ? 1 : 0;
   state.SetLabel(state.range(2) ? "cuBLASLt" : "fusex kernel");
   const double secs = time_graph(state, s, [&] {

@@ -155,9 +155,11 @@ TEST_CASE("index: explain of an elementwise expression names the index leaf and 
 
 TEST_CASE("index: bad axes and extents throw shape_error naming the shape", "[eval][index][errors]") {
   CHECK_THROWS_AS(fusex::arange(-1), fusex::shape_error);
-  CHECK_THROWS_WITH(fusex::iota(shape_t{3, 4}, 2), Catch::Matchers::Contains("axis 2") &&
-                                                         Catch::Matchers::Contains("[3, 4]"));
-  CHECK_THROWS_WITH(fusex::iota(shape_t{3, 4}, -3), Catch::Matchers::Contains("[3, 4]"));
+  // (thrown_message, not Catch's Contains matcher: Catch2 v3 renamed it.)
+  const std::string bad_axis = thrown_message<fusex::shape_error>([] { (void)fusex::iota(shape_t{3, 4}, 2); });
+  CHECK(contains(bad_axis, "axis 2"));
+  CHECK(contains(bad_axis, "[3, 4]"));
+  CHECK(contains(thrown_message<fusex::shape_error>([] { (void)fusex::iota(shape_t{3, 4}, -3); }), "[3, 4]"));
   CHECK_THROWS_AS(fusex::iota(shape_t{}, 0), fusex::shape_error);
   host_array<i64> y(12);
   // An index of one shape into a destination it does not broadcast to.

@@ -145,25 +145,7 @@ inline int normalize_axis(int axis, int rank, const char* what = "axis") {
 
 /// NumPy broadcasting of two shapes: trailing dimensions aligned, size-1 and missing dimensions
 /// stretched. Throws shape_error naming both shapes and `context` when they do not broadcast.
-inline shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* context = nullptr) {
-  const int r = a.rank() > b.rank() ? a.rank() : b.rank();
-  shape_t out = dims::filled(r, 1);
-  for (int i = 0; i < r; ++i) {
-    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
-    const std::int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
-    if (ea == eb || eb == 1) {
-      out[i] = ea;
-    } else if (ea == 1) {
-      out[i] = eb;
-    } else {
-      std::string m = "fusex: shapes " + a.str() + " and " + b.str() + " cannot be broadcast";
-      if (context) m += std::string(" in '") + context + "'";
-      m += " (dimension " + std::to_string(i - r) + ": " + std::to_string(ea) + " vs " + std::to_string(eb) + ")";
-      throw shape_error(m);
-    }
-  }
-  return out;
-}
+FUSEX_DECL shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* context = nullptr);
 
 /// True when `from` broadcasts to exactly `to` (NumPy rules, `to` unchanged).
 inline bool broadcasts_to(const shape_t& from, const shape_t& to) noexcept {
@@ -174,7 +156,6 @@ inline bool broadcasts_to(const shape_t& from, const shape_t& to) noexcept {
   }
   return true;
 }
-
 
 /// Strides of an operand of shape `s` (strides `st`) broadcast to `to`, right-aligned: 0 where
 /// a dimension is missing or stretched. False (out untouched) when `s` does not broadcast to `to`.
@@ -190,8 +171,11 @@ inline bool broadcast_strides(const shape_t& s, const strides_t& st, const shape
 
 /// The error for an operand (`what`: "operand", "a view", ...) of shape `s` that does not
 /// broadcast to `to`.
-inline shape_error broadcast_error(const char* what, const shape_t& s, const shape_t& to) {
-  return shape_error(std::string("fusex: ") + what + " of shape " + s.str() + " cannot be broadcast to " + to.str());
-}
+FUSEX_DECL shape_error broadcast_error(const char* what, const shape_t& s, const shape_t& to);
 
 }  // namespace fusex
+
+// The definitions, for host compilers only (config.hpp: FUSEX_DETAIL_HOST_BODIES).
+#if FUSEX_DETAIL_HOST_BODIES
+#include <fusex/core/detail/shape_impl.hpp>
+#endif

@@ -5,6 +5,7 @@
 /// events, never a host synchronisation; graph capture gets graph-private pools. docs/memory.md
 /// describes the model.
 
+#include <fusex/config.hpp>
 #include <fusex/error.hpp>
 #include <fusex/memory/arena_options.hpp>
 #include <fusex/memory/detail/arena_core.hpp>
@@ -47,7 +48,14 @@ using private_pool = detail::basic_private_pool<detail::basic_arena<detail::cuda
 
 // The arena's member functions' definitions, for host compilers only. nvcc's device pass (where
 // __CUDA_ARCH__ is defined) analyses the host code of a .cu file but never generates it: the
-// declarations above are all it needs, and it is spared the bodies.
-#if !defined(__CUDA_ARCH__)
+// declarations above are all it needs, and it is spared the bodies. With
+// FUSEX_SEPARATE_COMPILATION (config.hpp) they are compiled once, in the fusex_compiled library,
+// which instantiates basic_arena<cuda_backend> explicitly; other translation units see only the
+// declarations, and the explicit instantiation declaration keeps them from emitting its vtable.
+#if FUSEX_DETAIL_HOST_BODIES
 #include <fusex/memory/detail/arena_impl.hpp>
+#endif
+#if defined(FUSEX_SEPARATE_COMPILATION) && !defined(FUSEX_BUILDING_LIBRARY)
+extern template class fusex::detail::basic_arena<fusex::detail::cuda_backend>;
+extern template class fusex::detail::basic_private_pool<fusex::detail::basic_arena<fusex::detail::cuda_backend>>;
 #endif

@@ -12,6 +12,7 @@
 /// pinned_host_resource's member functions are defined in detail/pinned_impl.hpp, included below
 /// for host compilers only: nvcc's device pass needs the declarations.
 
+#include <fusex/config.hpp>
 #include <fusex/core/shape.hpp>
 #include <fusex/core/view.hpp>
 #include <fusex/error.hpp>
@@ -207,6 +208,6 @@ class pinned_buffer {
 
 // The definitions, for host compilers only: nvcc's device pass (where __CUDA_ARCH__ is defined)
 // analyses host code but never generates it, so the declarations above are all it needs.
-#if !defined(__CUDA_ARCH__)
+#if FUSEX_DETAIL_HOST_BODIES
 #include <fusex/memory/detail/pinned_impl.hpp>
 #endif

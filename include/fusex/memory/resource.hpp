@@ -13,6 +13,7 @@
 /// This header declares; detail/resource_impl.hpp defines (with the per-device table behind the
 /// defaults), included below for host compilers only: nvcc's device pass needs the declarations.
 
+#include <fusex/config.hpp>
 #include <fusex/memory/arena.hpp>
 #include <fusex/memory/resource_ref.hpp>
 
@@ -61,6 +62,6 @@ device_resource_ref set_default_resource(device_resource_ref r);
 
 // The definitions, for host compilers only: nvcc's device pass (where __CUDA_ARCH__ is defined)
 // analyses host code but never generates it, so the declarations above are all it needs.
-#if !defined(__CUDA_ARCH__)
+#if FUSEX_DETAIL_HOST_BODIES
 #include <fusex/memory/detail/resource_impl.hpp>
 #endif

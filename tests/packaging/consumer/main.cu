@@ -27,7 +27,9 @@ int main() {
   }
   float host[6] = {};
   fusex::view<float> v(host, {2, 3});
-  if (v.size() != 6 || fusex_consumer_host_part() != 12) {
+  // broadcast_shapes is defined in the headers, or (fusex::compiled) in the fusex_compiled library.
+  if (v.size() != 6 || fusex_consumer_host_part() != 12 ||
+      !(fusex::broadcast_shapes({2, 1}, {3}) == fusex::shape_t{2, 3})) {
     std::printf("fusex-consumer: unexpected view sizes\n");
     return 1;
   }

@@ -5,6 +5,7 @@
 /// classes and declarations; the definitions are in cuda_backend_impl.hpp, included at the end for
 /// host compilers only (nvcc's device pass needs the declarations only).
 
+#include <fusex/config.hpp>
 #include <fusex/memory/arena_options.hpp>
 #include <fusex/memory/detail/arena_core.hpp>
 
@@ -71,6 +72,6 @@ class cuda_backend {
 
 // The definitions, for host compilers only: nvcc's device pass (where __CUDA_ARCH__ is defined)
 // analyses host code but never generates it, so the declarations above are all it needs.
-#if !defined(__CUDA_ARCH__)
+#if FUSEX_DETAIL_HOST_BODIES
 #include <fusex/memory/detail/cuda_backend_impl.hpp>
 #endif

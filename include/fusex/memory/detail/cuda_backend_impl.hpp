@@ -19,17 +19,17 @@
 
 namespace fusex::detail {
 
-inline device_guard::device_guard(int device) {
+FUSEX_DECL device_guard::device_guard(int device) {
   previous_ = current_device();
   if (previous_ != device) FUSEX_CUDA_CHECK(cudaSetDevice(device));
   changed_ = previous_ != device;
 }
 
-inline device_guard::~device_guard() {
+FUSEX_DECL device_guard::~device_guard() {
   if (changed_) (void)cudaSetDevice(previous_);
 }
 
-inline cudaError_t cuda_backend::allocate_chunk(std::uintptr_t& out, std::size_t bytes, cudaStream_t stream) {
+FUSEX_DECL cudaError_t cuda_backend::allocate_chunk(std::uintptr_t& out, std::size_t bytes, cudaStream_t stream) {
   device_guard g(device_);
   void* p = nullptr;
   const cudaError_t e =
@@ -44,43 +44,43 @@ inline cudaError_t cuda_backend::allocate_chunk(std::uintptr_t& out, std::size_t
   return cudaSuccess;
 }
 
-inline void cuda_backend::free_chunk(std::uintptr_t p, std::size_t /*bytes*/, cudaStream_t stream) {
+FUSEX_DECL void cuda_backend::free_chunk(std::uintptr_t p, std::size_t /*bytes*/, cudaStream_t stream) {
   device_guard g(device_);
   if (upstream_ == arena_upstream::async_pool) FUSEX_CUDA_CHECK(cudaFreeAsync(reinterpret_cast<void*>(p), stream));
   else FUSEX_CUDA_CHECK(cudaFree(reinterpret_cast<void*>(p)));
 }
 
-inline std::string cuda_backend::error_string(cudaError_t e) const {
+FUSEX_DECL std::string cuda_backend::error_string(cudaError_t e) const {
   return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-inline auto cuda_backend::create_event() -> event_type {
+FUSEX_DECL auto cuda_backend::create_event() -> event_type {
   device_guard g(device_);
   cudaEvent_t e = nullptr;
   FUSEX_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   return e;
 }
 
-inline void cuda_backend::destroy_event(event_type e) noexcept { (void)cudaEventDestroy(e); }
+FUSEX_DECL void cuda_backend::destroy_event(event_type e) noexcept { (void)cudaEventDestroy(e); }
 
-inline void cuda_backend::record_event(event_type e, cudaStream_t stream) {
+FUSEX_DECL void cuda_backend::record_event(event_type e, cudaStream_t stream) {
   FUSEX_CUDA_CHECK(cudaEventRecord(e, stream));
 }
 
-inline void cuda_backend::wait_event(cudaStream_t stream, event_type e) {
+FUSEX_DECL void cuda_backend::wait_event(cudaStream_t stream, event_type e) {
   FUSEX_CUDA_CHECK(cudaStreamWaitEvent(stream, e, 0));
 }
 
-inline cudaStream_t cuda_backend::create_service_stream() {
+FUSEX_DECL cudaStream_t cuda_backend::create_service_stream() {
   device_guard g(device_);
   cudaStream_t s = nullptr;
   FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return s;
 }
 
-inline void cuda_backend::destroy_service_stream(cudaStream_t s) noexcept { (void)cudaStreamDestroy(s); }
+FUSEX_DECL void cuda_backend::destroy_service_stream(cudaStream_t s) noexcept { (void)cudaStreamDestroy(s); }
 
-inline capture_state cuda_backend::capture_status(cudaStream_t stream) {
+FUSEX_DECL capture_state cuda_backend::capture_status(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   FUSEX_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id));
@@ -88,14 +88,14 @@ inline capture_state cuda_backend::capture_status(cudaStream_t stream) {
   return capture_state{status != cudaStreamCaptureStatusNone, id};
 }
 
-inline bool cuda_backend::is_thread_bound(cudaStream_t stream) const noexcept {
+FUSEX_DECL bool cuda_backend::is_thread_bound(cudaStream_t stream) const noexcept {
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
   if (stream == nullptr) return true;
 #endif
   return stream == cudaStreamPerThread;
 }
 
-inline void cuda_backend::check_stream(cudaStream_t stream) {
+FUSEX_DECL void cuda_backend::check_stream(cudaStream_t stream) {
 #if CUDART_VERSION >= 12080
   int d = -1;
   FUSEX_CUDA_CHECK(cudaStreamGetDevice(stream, &d));

@@ -23,7 +23,7 @@
 
 namespace fusex {
 
-inline pinned_host_resource::~pinned_host_resource() {
+FUSEX_DECL pinned_host_resource::~pinned_host_resource() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!live_.empty())
     std::fprintf(stderr, "fusex::pinned_host_resource: destroyed with %zu live block(s)\n", live_.size());
@@ -39,7 +39,7 @@ inline pinned_host_resource::~pinned_host_resource() {
   for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
 }
 
-inline void* pinned_host_resource::allocate(std::size_t bytes, std::size_t alignment) {
+FUSEX_DECL void* pinned_host_resource::allocate(std::size_t bytes, std::size_t alignment) {
   check_alignment(alignment, bytes);
   if (bytes == 0) return nullptr;
   const std::size_t size = rounded(bytes);
@@ -88,19 +88,19 @@ inline void* pinned_host_resource::allocate(std::size_t bytes, std::size_t align
   return p;
 }
 
-inline pinned_stats pinned_host_resource::stats() const {
+FUSEX_DECL pinned_stats pinned_host_resource::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
 }
 
-inline void pinned_host_resource::check_alignment(std::size_t alignment, std::size_t bytes) {
+FUSEX_DECL void pinned_host_resource::check_alignment(std::size_t alignment, std::size_t bytes) {
   if (!detail::is_pow2(alignment) || alignment > max_alignment) {
     throw invalid_argument("fusex::pinned_host_resource: alignment " + std::to_string(alignment) + " (for " +
                            std::to_string(bytes) + " bytes) is not a power of two up to 4096");
   }
 }
 
-inline std::size_t pinned_host_resource::rounded(std::size_t bytes) {
+FUSEX_DECL std::size_t pinned_host_resource::rounded(std::size_t bytes) {
   if (bytes <= 4096) return 4096;
   if (bytes > (std::size_t{1} << 62))
     throw bad_alloc("fusex::pinned_host_resource: request of " + std::to_string(bytes) + " bytes too large", bytes,
@@ -111,7 +111,7 @@ inline std::size_t pinned_host_resource::rounded(std::size_t bytes) {
   return detail::round_up(detail::tlsf_lower_bound(bin), 4096);
 }
 
-inline bool pinned_host_resource::ready(const block& b) {
+FUSEX_DECL bool pinned_host_resource::ready(const block& b) {
   if (b.event == nullptr) return true;
   const cudaError_t e = cudaEventQuery(b.event);
   if (e == cudaSuccess) return true;
@@ -123,7 +123,7 @@ inline bool pinned_host_resource::ready(const block& b) {
   return false;
 }
 
-inline void pinned_host_resource::free_block(void* p, std::size_t bytes, std::size_t alignment, cudaStream_t stream,
+FUSEX_DECL void pinned_host_resource::free_block(void* p, std::size_t bytes, std::size_t alignment, cudaStream_t stream,
                                              bool ordered) {
   if (p == nullptr) {
     if (bytes != 0) {
@@ -179,7 +179,7 @@ inline void pinned_host_resource::free_block(void* p, std::size_t bytes, std::si
   if (excess != 0) release_cached(false);
 }
 
-inline std::size_t pinned_host_resource::release_cached(bool all) {
+FUSEX_DECL std::size_t pinned_host_resource::release_cached(bool all) {
   std::vector<void*> to_free;
   std::size_t freed = 0;
   {
@@ -203,7 +203,7 @@ inline std::size_t pinned_host_resource::release_cached(bool all) {
   return freed;
 }
 
-inline pinned_host_resource& default_pinned_resource() {
+FUSEX_DECL pinned_host_resource& default_pinned_resource() {
   static pinned_host_resource* r = new pinned_host_resource();
   return *r;
 }

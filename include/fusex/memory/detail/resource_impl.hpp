@@ -29,7 +29,7 @@ inline void check_resource_alignment(const char* who, std::size_t alignment, std
 }
 }  // namespace detail
 
-inline void* cuda_async_resource::allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t stream) {
+FUSEX_DECL void* cuda_async_resource::allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t stream) {
   detail::check_resource_alignment("cuda_async_resource", alignment, default_alignment);
   if (bytes == 0) return nullptr;
   void* p = nullptr;
@@ -44,12 +44,12 @@ inline void* cuda_async_resource::allocate_async(std::size_t bytes, std::size_t 
   return p;
 }
 
-inline void cuda_async_resource::deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/,
+FUSEX_DECL void cuda_async_resource::deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/,
                                                   cudaStream_t stream) {
   if (p != nullptr) FUSEX_CUDA_CHECK(cudaFreeAsync(p, stream));
 }
 
-inline void* cuda_malloc_resource::allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t /*stream*/) {
+FUSEX_DECL void* cuda_malloc_resource::allocate_async(std::size_t bytes, std::size_t alignment, cudaStream_t /*stream*/) {
   detail::check_resource_alignment("cuda_malloc_resource", alignment, default_alignment);
   if (bytes == 0) return nullptr;
   void* p = nullptr;
@@ -64,7 +64,7 @@ inline void* cuda_malloc_resource::allocate_async(std::size_t bytes, std::size_t
   return p;
 }
 
-inline void cuda_malloc_resource::deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/,
+FUSEX_DECL void cuda_malloc_resource::deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/,
                                                    cudaStream_t /*stream*/) {
   if (p != nullptr) FUSEX_CUDA_CHECK(cudaFree(p));
 }
@@ -102,7 +102,7 @@ inline arena& default_arena_locked(default_resources& d, int device) {
 }
 }  // namespace detail
 
-inline arena& default_arena(int device) {
+FUSEX_DECL arena& default_arena(int device) {
   auto& d = detail::defaults();
   const int i = detail::checked_device(device);
   if (arena* a = d.arenas[i].load(std::memory_order_acquire)) return *a;
@@ -110,17 +110,17 @@ inline arena& default_arena(int device) {
   return detail::default_arena_locked(d, i);
 }
 
-inline arena& default_arena() { return default_arena(detail::current_device()); }
+FUSEX_DECL arena& default_arena() { return default_arena(detail::current_device()); }
 
-inline device_resource_ref get_default_resource(int device) {
+FUSEX_DECL device_resource_ref get_default_resource(int device) {
   const int i = detail::checked_device(device);
   if (const device_resource_ref* r = detail::defaults().slot[i].load(std::memory_order_acquire)) return *r;
   return device_resource_ref(default_arena(device));
 }
 
-inline device_resource_ref get_default_resource() { return get_default_resource(detail::current_device()); }
+FUSEX_DECL device_resource_ref get_default_resource() { return get_default_resource(detail::current_device()); }
 
-inline device_resource_ref set_default_resource(int device, device_resource_ref r) {
+FUSEX_DECL device_resource_ref set_default_resource(int device, device_resource_ref r) {
   auto& d = detail::defaults();
   const int i = detail::checked_device(device);
   std::lock_guard<std::mutex> lock(d.mutex);
@@ -131,7 +131,7 @@ inline device_resource_ref set_default_resource(int device, device_resource_ref 
   return old;
 }
 
-inline device_resource_ref set_default_resource(device_resource_ref r) {
+FUSEX_DECL device_resource_ref set_default_resource(device_resource_ref r) {
   return set_default_resource(detail::current_device(), r);
 }
 

@@ -1,0 +1,19 @@
+# fusex::compiled, the opt-in separate compilation (docs/design.md "Compile time"): a static
+# library of fusex's one source file, which compiles the bodies of fusex's non-template host code
+# (arena, resources, planners) once; its users are compiled with FUSEX_SEPARATE_COMPILATION, so
+# their translation units parse only the declarations. Linking fusex::compiled instead of
+# fusex::fusex is all a user does. The library is built in the project that uses it (fusex's own
+# build, add_subdirectory, FetchContent, or an install's config package, which ships the source),
+# so an install stays header-only and architecture-independent. It needs the CXX language.
+function(fusex_define_compiled_target source)
+  if(TARGET fusex_compiled)
+    return()
+  endif()
+  # EXCLUDE_FROM_ALL: built only where something links it.
+  add_library(fusex_compiled STATIC EXCLUDE_FROM_ALL "${source}")
+  add_library(fusex::compiled ALIAS fusex_compiled)
+  target_link_libraries(fusex_compiled PUBLIC fusex::fusex)
+  target_compile_definitions(fusex_compiled PUBLIC FUSEX_SEPARATE_COMPILATION)
+  target_compile_features(fusex_compiled PUBLIC cxx_std_17)
+  set_target_properties(fusex_compiled PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()
