@@ -66,7 +66,8 @@ if [ "${MATMUL_BUDGET:-900}" != 0 ]; then
   setsid bash -c '
     t0=$(date +%s)
     timeout "${MATMUL_BUDGET:-900}" nice -n 10 cmake --build build/ab-new -j 6 --target test_matmul_gpu > "$0/build-matmul.log" 2>&1
-    echo "[$(date +%T)] test_matmul_gpu build exit $? after $(($(date +%s) - t0)) s (its clock ran while it was stopped)" >> "$0/steps.log"
+    rc=$?  # (before the echo: its $(date) would reset $?)
+    echo "[$(date +%T)] test_matmul_gpu build exit $rc after $(($(date +%s) - t0)) s (its clock ran while it was stopped; 124: out of time)" >> "$0/steps.log"
   ' "$L" < /dev/null &
   matmul_pid=$!
 fi
