@@ -44,12 +44,10 @@ if(TARGET fusex::matmul)
 endif()
 # fusex::compiled (opt-in separate compilation): built in the consumer's project, when something
 # links it, from the one source file this package ships (as fusex's own config package does).
-get_property(_fusex_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
-if(TARGET fusex::fusex AND "CXX" IN_LIST _fusex_languages)
+if(TARGET fusex::fusex)
   include("${CMAKE_CURRENT_LIST_DIR}/fusex_compiled.cmake")
   fusex_define_compiled_target("${CMAKE_CURRENT_LIST_DIR}/fusex_compiled.cpp")
 endif()
-unset(_fusex_languages)
 """
 
 

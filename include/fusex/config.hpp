@@ -28,9 +28,12 @@
 
 // Separate compilation (opt-in, docs/design.md "Compile time"): with FUSEX_SEPARATE_COMPILATION
 // defined (the CMake target fusex::compiled defines it for its users), the bodies of fusex's
-// non-template host code -- the arena, the device and pinned resources -- are compiled once, in
-// the fusex_compiled library, instead of in every translation unit that includes fusex. Without
-// it fusex is header-only. FUSEX_BUILDING_LIBRARY is defined by that library's one source file.
+// non-template host code -- the arena, the device and pinned resources, the planners and
+// broadcasting -- are compiled once, in the fusex_compiled library, instead of in every
+// translation unit that includes fusex. Without it fusex is header-only. FUSEX_BUILDING_LIBRARY is
+// defined by that library's one source file. One program uses one mode: a function that is inline
+// in some translation units and the library's in others is an ODR violation (default_pinned_resource
+// would have two statics).
 // FUSEX_DETAIL_HOST_BODIES: whether this pass compiles those bodies (never nvcc's device pass,
 // which analyses host code without generating it). FUSEX_DECL: how such a non-template function is
 // declared and defined: inline in a header-only build, once in the library otherwise, and not
@@ -40,6 +43,13 @@
 #define FUSEX_DETAIL_HOST_BODIES 1
 #else
 #define FUSEX_DETAIL_HOST_BODIES 0
+#endif
+// The library is compiled by the host compiler without nvcc's --default-stream per-thread: its
+// CUDA calls and its test for the per-thread stream (cuda_backend::is_thread_bound) would treat
+// stream 0 as the legacy stream while the user's code means each thread's own.
+#if defined(FUSEX_SEPARATE_COMPILATION) && !defined(FUSEX_BUILDING_LIBRARY) && \
+    defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+#error "fusex: fusex::compiled (FUSEX_SEPARATE_COMPILATION) supports the legacy default stream only; with --default-stream per-thread link fusex::fusex (header-only)"
 #endif
 #if defined(FUSEX_SEPARATE_COMPILATION) || defined(__CUDA_ARCH__)
 #define FUSEX_DECL

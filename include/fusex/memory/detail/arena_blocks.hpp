@@ -6,7 +6,7 @@
 ///
 /// One of the headers that define basic_arena's member functions, one concern each (arena_impl.hpp
 /// lists them; the class definition is arena_core.hpp). Host code: nvcc's device pass sees the
-/// declarations only (memory/arena.hpp includes the definitions where __CUDA_ARCH__ is undefined).
+/// declarations only (memory/arena.hpp includes the definitions where FUSEX_DETAIL_HOST_BODIES is set, config.hpp).
 
 #include <fusex/memory/detail/arena_core.hpp>
 #include <fusex/memory/detail/arena_util.hpp>

@@ -43,8 +43,9 @@
 /// arena_blocks.hpp (split, carve, coalesce), arena_chunks.hpp (construction, destruction, chunks
 /// from upstream, growth, trim, release), arena_thread_cache.hpp, arena_streams.hpp (stream
 /// states, events, dependencies), arena_private_pools.hpp (graph capture) and arena_stats.hpp
-/// (statistics, validate). memory/arena.hpp includes arena_impl.hpp only where __CUDA_ARCH__ is
-/// not defined: nvcc's device pass analyses the host code of a .cu file, so it needs these
+/// (statistics, validate). memory/arena.hpp includes arena_impl.hpp only where
+/// FUSEX_DETAIL_HOST_BODIES (config.hpp) is set, so not in nvcc's device pass (and, under separate
+/// compilation, only in the fusex_compiled library): nvcc's device pass analyses the host code of a .cu file, so it needs these
 /// declarations, but never generates it, so it skips the bodies.
 
 #include <fusex/memory/arena_options.hpp>

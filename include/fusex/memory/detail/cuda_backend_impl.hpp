@@ -2,8 +2,8 @@
 /// \file
 /// The definitions of the CUDA backend's member functions (cuda_backend.hpp declares them) and of
 /// device_guard: the CUDA runtime calls behind the arena's chunks, events, service stream and
-/// capture queries. Host code: cuda_backend.hpp includes this header where __CUDA_ARCH__ is
-/// undefined, so nvcc's device pass sees the declarations only.
+/// capture queries. Host code: cuda_backend.hpp includes this header where
+/// FUSEX_DETAIL_HOST_BODIES is set (config.hpp), so nvcc's device pass sees the declarations only.
 
 #include <fusex/error.hpp>
 #include <fusex/memory/arena_options.hpp>

@@ -2,8 +2,8 @@
 /// \file
 /// The definitions of pinned_host_resource's member functions (memory/pinned.hpp declares them):
 /// the cache of page-locked blocks, their events, and cudaHostAlloc / cudaFreeHost. Host code:
-/// pinned.hpp includes this header where __CUDA_ARCH__ is undefined, so nvcc's device pass sees the
-/// declarations only.
+/// pinned.hpp includes this header where FUSEX_DETAIL_HOST_BODIES is set (config.hpp), so nvcc's
+/// device pass sees the declarations only.
 
 #include <fusex/error.hpp>
 #include <fusex/memory/detail/arena_util.hpp>

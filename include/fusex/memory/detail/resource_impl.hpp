@@ -2,7 +2,7 @@
 /// \file
 /// The definitions behind memory/resource.hpp: the CUDA resources' calls, and the per-device table
 /// of default resources and built-in arenas. Host code: resource.hpp includes this header where
-/// __CUDA_ARCH__ is undefined, so nvcc's device pass sees the declarations only.
+/// FUSEX_DETAIL_HOST_BODIES is set (config.hpp), so nvcc's device pass sees the declarations only.
 
 #include <fusex/error.hpp>
 #include <fusex/memory/arena.hpp>
