@@ -1,4 +1,4 @@
-# fusex::compiled, the opt-in separate compilation (docs/design.md "Compile time"): a static
+# fusex::compiled, the opt-in separate compilation (docs/design.md "Separate compilation"): a static
 # library of fusex's one source file, which compiles the bodies of fusex's non-template host code
 # (arena, resources, planners) once; its users are compiled with FUSEX_SEPARATE_COMPILATION, so
 # their translation units parse only the declarations. Linking fusex::compiled instead of

@@ -1,4 +1,4 @@
-// The fusex_compiled library (CMake target fusex::compiled, docs/design.md "Compile time"): the
+// The fusex_compiled library (CMake target fusex::compiled, docs/design.md "Separate compilation"): the
 // bodies of fusex's non-template host code, compiled once here instead of in every translation
 // unit that includes fusex. Its users are compiled with FUSEX_SEPARATE_COMPILATION (the target
 // defines it), which leaves those bodies out of the headers. A plain C++17 file: no device code.

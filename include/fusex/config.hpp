@@ -26,7 +26,7 @@
 #define FUSEX_DEVICE_PASS 0
 #endif
 
-// Separate compilation (opt-in, docs/design.md "Compile time"): with FUSEX_SEPARATE_COMPILATION
+// Separate compilation (opt-in, docs/design.md "Separate compilation"): with FUSEX_SEPARATE_COMPILATION
 // defined (the CMake target fusex::compiled defines it for its users), the bodies of fusex's
 // non-template host code -- the arena, the device and pinned resources, the planners and
 // broadcasting -- are compiled once, in the fusex_compiled library, instead of in every
