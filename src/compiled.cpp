@@ -8,6 +8,8 @@
 #define FUSEX_BUILDING_LIBRARY
 
 #include <fusex/core/shape.hpp>
+#include <fusex/dispatch/plan_text.hpp>
+#include <fusex/dispatch/reduce_generic.hpp>
 #include <fusex/memory/arena.hpp>
 #include <fusex/memory/pinned.hpp>
 #include <fusex/memory/resource.hpp>

@@ -83,6 +83,17 @@ struct one_two_byte_type<type_list<T>> : std::bool_constant<sizeof(T) == 2> {};
 template <bool Static, class Expr>
 inline constexpr int row_min_blocks = (Static && one_two_byte_type<leaf_types_t<Expr>>::value) ? 4 : 1;
 
+/// Parameters of the two-dimensional reduction kernels: the operand folds to [k_count, n_count]
+/// (every leaf steps through the kept dimensions as one and the reduced ones as one).
+template <class Index>
+struct reduce2d_params {
+  Index k_count;   // outputs
+  Index n_count;   // reduced elements per output
+  Index splits;    // partial accumulators per output
+  Index span;      // column kernel: rows per split
+  int lane_shift;  // column kernel: log2 of the vector columns per block
+};
+
 #if defined(__CUDACC__)
 /// Moves any trivially copyable value across a warp, 32 bits at a time: `shuffle(word)` is one
 /// __shfl*_sync of a 32-bit word.
@@ -551,17 +562,6 @@ __global__ void __launch_bounds__(256)
     else partials[k * p.splits + s] = a;
   }
 }
-
-/// Parameters of the two-dimensional reduction kernels: the operand folds to [k_count, n_count]
-/// (every leaf steps through the kept dimensions as one and the reduced ones as one).
-template <class Index>
-struct reduce2d_params {
-  Index k_count;   // outputs
-  Index n_count;   // reduced elements per output
-  Index splits;    // partial accumulators per output
-  Index span;      // column kernel: rows per split
-  int lane_shift;  // column kernel: log2 of the vector columns per block
-};
 
 /// Reduction along rows of a [k_count, n_count] operand (the innermost dimension reduced, full
 /// reductions included): grid (splits, k); each thread reads W-element vectors (16 bytes) with

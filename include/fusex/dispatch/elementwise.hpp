@@ -200,7 +200,7 @@ void eval_device_reduce(const std::tuple<view<T>...>& dsts, cudaStream_t stream,
     const auto stand_ins = std::make_tuple(materialize(exprs, vr)...);
     std::apply([&](const auto&... me) { (void)prepare(dsts, me...); }, stand_ins);
   }
-  device_reducer dr{stream, {}};
+  device_reducer dr{{stream, {}}};
   const auto m = std::make_tuple(materialize(exprs, dr)...);
   std::apply([&](const auto&... me) { eval_device(dsts, stream, me...); }, m);
 }

@@ -5,6 +5,7 @@
 /// layout. Plans exactly as dispatch does; launches nothing.
 
 #include <fusex/dispatch/elementwise.hpp>
+#include <fusex/dispatch/plan_text.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -94,57 +95,26 @@ const operand_layout* describe_tree(const E& e, std::string& out, int depth,
 
 template <class... T, class... E>
 std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs) {
-  std::string out;
   std::vector<reduction_info> reds;
   (collect_reductions(exprs, reds), ...);
   std::string why = "several destinations";
   if constexpr (sizeof...(T) == 1) {
     const auto& dst = std::get<0>(dsts);
     const auto& e = std::get<0>(std::forward_as_tuple(exprs...));
+    using Ev = evaluator_t<std::decay_t<decltype(e)>, std::int64_t>;
     auto ro = gather_row_operands(dst, e);
     constexpr int V = vector_width_of<std::tuple<view<T>...>, E...>::value;
-    const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), static_cast<int>(ro.ops.size()), reds, V);
+    const int n_ops = static_cast<int>(ro.ops.size());
+    const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), n_ops, reds, V);
     if (R.ok) {
-      const std::string pieces = R.index64 ? std::to_string((R.rows + R.rows_per_piece - 1) / R.rows_per_piece) : "1";
-      out += "fusex plan: " + (R.index64 ? pieces + " launches of 1 kernel" : std::string("1 kernel")) +
-             " (row reduction with epilogue, rule 1): " + std::to_string(R.rows) + " rows x " + std::to_string(R.cols) +
-             " columns, " + std::to_string(R.tpr) + (R.tpr == 1 ? " thread per row, " : " threads per row, ") +
-             std::to_string(reduction_depth<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value) +
-             " pass(es) over each row (" + std::to_string(reds.size()) +
-             " reduction(s); those of one nesting level share a pass) then the " +
-             (R.full_dest ? "epilogue over the row" : "one value per row") + ", " +
-             (R.vector_width > 1 ? "vector width " + std::to_string(R.vector_width) : std::string("scalar accesses")) +
-             (R.cached ? ", row kept in registers (read once; " + std::to_string(R.cached_leaves) + " of " +
-                             std::to_string(ro.ops.size() - 1) + " leaves answered from registers" +
-                             (R.prefetched_leaves > 0
-                                  ? ", " + std::to_string(R.prefetched_leaves) + " prefetched into L1 at the load"
-                                  : std::string()) +
-                             (row_static_path(
-                                  R, ro.ops.data(), static_cast<int>(ro.ops.size()),
-                                  predicted_cache_modes<evaluator_t<std::decay_t<decltype(e)>, std::int64_t>>::value)
-                                  ? "; static path: roles and strides known at compile time"
-                                  : "; roles tested at run time") +
-                             ")"
-                       : (R.reread_why != nullptr ? ", row re-read per pass (" + std::string(R.reread_why) + ")"
-                                                  : std::string())) +
-             ", 32-bit indices" +
-             (R.index64 ? " (2^31 elements or more: launched in " + pieces + " pieces of at most " +
-                              std::to_string(R.rows_per_piece) + " rows)\n"
-                        : std::string("\n"));
-      out += "  destination: " + operand_text(ro.ops[0]) + " <-\n";
+      const bool static_path = R.cached && row_static_path(R, ro.ops.data(), n_ops, predicted_cache_modes<Ev>::value);
+      std::string out = row_plan_text(R, ro.ops.data(), n_ops, reds.size(), reduction_depth<Ev>::value, static_path);
       describe_tree(e, out, 2, ro.ops.data() + 1, &R.full);
       return out;
     }
     why = R.why_not;
   }
-  out += "fusex plan: " + std::to_string(reds.size()) +
-         " reduction(s) computed first by the generic reduction kernel (plus a finishing kernel when a "
-         "reduction is split across blocks) into temporaries from the default resource, then 1 elementwise "
-         "kernel (rule 2: " +
-         why + ")\n";
-  for (const auto& r : reds)
-    out += "  " + std::string(r.name) + " of an operand of shape " + r.child_shape.str() + "\n";
-  return out;
+  return generic_plan_text(reds, why);
 }
 
 template <class... T, class... E>
@@ -152,23 +122,10 @@ std::string explain_impl(const std::tuple<view<T>...>& dsts, const E&... exprs) 
   if constexpr ((0 + ... + E::reduce_count) > 0) return explain_reduce(dsts, exprs...);
   const auto pe = prepare(dsts, exprs...);
   const elementwise_layout& L = pe.layout;
-  std::string out;
-  if (L.numel == 0) {
-    return "fusex plan: empty destination " + L.shape.str() + ": no kernel\n";
-  }
-  const std::size_t pieces = L.index64 ? split_index32(L, pe.ops.data(), static_cast<int>(pe.ops.size())).size() : 1;
-  out += "fusex plan: " + std::to_string(pieces) + (pieces == 1 ? " kernel" : " kernels") + " (elementwise), " +
-         std::to_string(sizeof...(T)) + " destination(s) of shape " + L.shape.str() + "\n";
-  out += "  index space [";
-  for (int d = 0; d < L.rank; ++d) out += (d ? ", " : "") + std::to_string(L.extent[d]);
-  out += "], ";
-  if (L.vector_width > 1) {
-    out += "vector width " + std::to_string(L.vector_width) + " (16-byte accesses)";
-  } else {
-    out += "scalar accesses";
-  }
-  out += L.index64 ? ", 32-bit indices in " + std::to_string(pieces) + " pieces (2^31 elements or offsets or more)\n"
-                   : ", 32-bit indices\n";
+  const std::size_t pieces =
+      L.numel > 0 && L.index64 ? split_index32(L, pe.ops.data(), static_cast<int>(pe.ops.size())).size() : 1;
+  std::string out = elementwise_plan_text(L, pieces, sizeof...(T));
+  if (L.numel == 0) return out;
   const operand_layout* leaf = pe.ops.data() + sizeof...(T);
   int i = 0;
   auto one = [&](const auto& e) {

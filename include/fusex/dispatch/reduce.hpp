@@ -8,9 +8,9 @@
 #include <fusex/core/view.hpp>
 #include <fusex/device/reduce_kernels.hpp>
 #include <fusex/device/evaluator.hpp>
+#include <fusex/dispatch/reduce_generic.hpp>
 #include <fusex/expr/reduce.hpp>
 #include <fusex/memory/buffer.hpp>
-#include <fusex/plan/reduce_pieces.hpp>
 #include <fusex/plan/reduce_plan.hpp>
 
 #include <array>
@@ -68,26 +68,6 @@ auto materialize(const E& e, R& r) {
   return fold_tree(e, m);
 }
 
-// Kept and reduced dimensions of an operand shape.
-struct reduce_split {
-  std::int64_t k_count = 1, n_count = 1;
-  int nk = 0, nr = 0;
-  int kdim[max_rank] = {}, rdim[max_rank] = {};
-};
-inline reduce_split split_dims(const shape_t& s, std::uint32_t mask) {
-  reduce_split r;
-  for (int d = 0; d < s.rank(); ++d) {
-    if (mask & (1u << d)) {
-      r.rdim[r.nr++] = d;
-      r.n_count *= s[d];
-    } else {
-      r.kdim[r.nk++] = d;
-      r.k_count *= s[d];
-    }
-  }
-  return r;
-}
-
 /// The host backend's reducer: evaluates the operand into a host temporary, then reduces it with
 /// plain loops in row-major order.
 struct host_reducer {
@@ -97,10 +77,9 @@ struct host_reducer {
   materialized_reduction_t<Op, C> operator()(const reduce_node<Op, C>& n);
 };
 
-// Device-side temporaries of one evaluation, freed (stream-ordered) when it ends.
+// The device backend's reducer: each reduction into a temporary of `temps` (dispatch/reduce_generic.hpp).
 struct device_reducer {
-  cudaStream_t stream;
-  std::deque<buffer<unsigned char>> storage;
+  reduce_temps temps;
 
   template <class Op, class C>
   materialized_reduction_t<Op, C> operator()(const reduce_node<Op, C>& n);
@@ -173,308 +152,91 @@ materialized_reduction_t<Op, C> host_reducer::operator()(const reduce_node<Op, C
 }
 
 #if defined(__CUDACC__)
-/// The two-dimensional fast path of the generic reductions: when every leaf folds to
-/// [kept, reduced] (or [reduced, kept]) strides with unit stride (or broadcast) along the inner
-/// one and 16-byte alignment, the reduction runs with vector loads and two-term addressing.
-/// Returns false (nothing launched) where it does not apply.
-template <class Index, class Op, class C, std::size_t N>
-bool launch_reduce_2d(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
-                      const std::array<operand_layout, N>& reordered, bool inner_reduced, std::int64_t resident,
-                      compute_t<typename reduce_node<Op, C>::value_type>* out, device_reducer& dr) {
-  using T = typename C::value_type;
-  using R = compute_t<typename reduce_node<Op, C>::value_type>;
-  using Acc = typename Op::template acc<T>;
-  constexpr int widest = max_leaf_size<C>::value;
-  constexpr int W = widest <= 0 || widest >= 16 ? 1 : 16 / widest;
-  if constexpr (W == 1) {
-    return false;  // the generic kernels serve operands of 16-byte elements
-  } else {
-    if (sp.n_count == 0 || sp.k_count == 0) return false;
-    std::int64_t ext[max_rank] = {};
-    for (int j = 0; j < sp.nk; ++j) ext[j] = s[sp.kdim[j]];
-    for (int j = 0; j < sp.nr; ++j) ext[sp.nk + j] = s[sp.rdim[j]];
-    auto ops = reordered;
-    for (std::size_t i = 1; i < N; ++i) {
-      operand_layout& o = ops[i];
-      std::int64_t ks = 0, ns = 0;
-      if (!fold_dims(o.s, ext, 0, sp.nk, ks) || !fold_dims(o.s, ext, sp.nk, sp.nk + sp.nr, ns)) return false;
-      // Vector access along the inner dimension (reduced for rows, kept for columns).
-      const std::int64_t inner = inner_reduced ? ns : ks, outer = inner_reduced ? ks : ns;
-      const std::int64_t outer_count = inner_reduced ? sp.k_count : sp.n_count;
-      if (inner != 0 && !o.computed && !vector_ok(o, W, inner, &outer, outer_count > 1 ? 1 : 0)) return false;
-      for (int d = 0; d < max_rank; ++d) o.s[d] = 0;
-      o.s[0] = inner_reduced ? ks : ns;
-      o.s[1] = inner_reduced ? ns : ks;
-    }
-    if (!inner_reduced && sp.k_count % W != 0) return false;
-    const device_properties& dev = current_device_info();
-    leaf_strides_source<Index> src{ops.data() + 1, 0, 0};
-    const auto child = build_evaluator(n.child, src);
-    reduce2d_params<Index> p{};
-    p.k_count = static_cast<Index>(sp.k_count);
-    p.n_count = static_cast<Index>(sp.n_count);
-    std::int64_t splits = 1, tiles = 0;
-    int lane_shift = 0;
-    if (inner_reduced) {
-      const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;
-      const std::int64_t most = (sp.n_count + 4095) / 4096;
-      splits = want < most ? want : most;
-    } else {
-      // Column tiles of `lanes` vectors, 256 / lanes row groups per block; the rows split so that
-      // the grid is at most one wave of resident blocks (every block then runs from start to end
-      // beside the others: measured on the H200 at [4096, 16384] fp32, 1 wave 63.8 us, 1.94
-      // waves 65.0, 2.06 waves 68.5: a last partial wave of blocks that each read a long column
-      // range runs latency-bound), each thread keeping at least two batches of loads, and few
-      // enough partials per output for the finishing kernel to read quickly.
-      const std::int64_t kv = sp.k_count / W;
-      while (lane_shift < 5 && (std::int64_t{1} << lane_shift) < kv) ++lane_shift;
-      tiles = (kv + (std::int64_t{1} << lane_shift) - 1) >> lane_shift;
-      const std::int64_t wave =
-          std::int64_t{dev.sm_count} *
-          resident_blocks_per_sm<&reduce_cols_kernel<Index, W, Op, decltype(child), Acc, R>, 256>(dev);
-      const std::int64_t want = wave / tiles;
-      const std::int64_t most = sp.n_count / ((256 >> lane_shift) * 8);
-      splits = want < most ? want : most;
-      if (splits > 256) splits = 256;
-    }
-    if (splits < 1) splits = 1;
-    if (!inner_reduced) {
-      p.span = static_cast<Index>((sp.n_count + splits - 1) / splits);
-      splits = (sp.n_count + static_cast<std::int64_t>(p.span) - 1) / static_cast<std::int64_t>(p.span);  // none empty
-      p.lane_shift = lane_shift;
-    }
-    p.splits = static_cast<Index>(splits);
-    Acc* partials = nullptr;
-    if (splits > 1) {
-      dr.storage.emplace_back(static_cast<std::size_t>(splits * sp.k_count) * sizeof(Acc), dr.stream);
-      partials = reinterpret_cast<Acc*>(dr.storage.back().data());
-    }
-    if (inner_reduced) {
-      const std::int64_t ky = sp.k_count < 65535 ? sp.k_count : 65535;
-      const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky),
-                      static_cast<unsigned>((sp.k_count + ky - 1) / ky));
-      launch_kernel("reduce_rows_kernel", &reduce_rows_kernel<Index, W, Op, decltype(child), Acc, R>, grid, dim3(256),
-                    0, dr.stream, dev, p, n.op, child, partials, out);
-    } else {
-      launch_kernel("reduce_cols_kernel", &reduce_cols_kernel<Index, W, Op, decltype(child), Acc, R>,
-                    dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(256), 0, dr.stream, dev, p,
-                    n.op, child, partials, out);
-    }
-    if (splits > 1 && inner_reduced) {
-      const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
-      const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
-      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid, dim3(256), 0, dr.stream,
-                    dev, static_cast<Index>(sp.k_count), static_cast<Index>(splits), sp.n_count, true, n.op,
-                    static_cast<const Acc*>(partials), static_cast<const Acc*>(nullptr), static_cast<Acc*>(nullptr),
-                    out);
-    } else if (splits > 1) {
-      std::int64_t fb = (sp.k_count + 31) / 32;
-      const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
-      if (fb > cap) fb = cap;
-      launch_kernel("reduce_finish_cols_kernel", &reduce_finish_cols_kernel<Index, Op, T, Acc, R>,
-                    dim3(static_cast<unsigned>(fb)), dim3(256), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
-                    static_cast<Index>(splits), static_cast<Index>(sp.n_count), n.op, static_cast<const Acc*>(partials),
-                    out);
-    }
-    return true;
-  }
-}
-#endif
-
-#if defined(__CUDACC__)
-// Where a generic reduction's results go: finished values at `out`, or, for a piece of a reduction
-// whose reduced elements are cut (plan/reduce_pieces.hpp), partial accumulators.
-struct generic_target {
-  void* partials = nullptr;      // non-null: write the partials here (outputs x splits), no finish
-  std::int64_t* used = nullptr;  // the splits written
-  std::int64_t n_base = 0;       // the piece's first reduced element (argmin/argmax indices)
-};
-
-// Leaf strides in coordinate-position order: kept dimensions first, then reduced ones.
-template <std::size_t N>
-std::array<operand_layout, N> to_positions(const std::array<operand_layout, N>& ops, const reduce_split& sp) {
-  auto reordered = ops;
-  for (auto& o : reordered) {
-    std::int64_t t[max_rank] = {};
-    for (int j = 0; j < sp.nk; ++j) t[j] = o.s[sp.kdim[j]];
-    for (int j = 0; j < sp.nr; ++j) t[sp.nk + j] = o.s[sp.rdim[j]];
-    for (int d = 0; d < max_rank; ++d) o.s[d] = t[d];
-  }
-  return reordered;
-}
-
-// One launch (or two, with a finishing one) of the generic reduction kernels, 32-bit indices: the
-// caller has checked that counts and offsets fit (device_reducer cuts larger ones into pieces).
-// `inner_reduced`: whether the operand's innermost dimension is reduced (threads then run along
-// the reduced elements).
+/// The type-dependent half of a generic reduction: launches one of the reduction's kernels
+/// (dispatch/reduce_generic.hpp decides which, where and how many), each built over the operand's
+/// evaluator with the leaf strides it is given.
 template <class Op, class C>
-void launch_generic_reduce(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
-                           const std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1>& ops,
-                           bool inner_reduced, compute_t<typename reduce_node<Op, C>::value_type>* out,
-                           device_reducer& dr, const generic_target& target) {
+struct generic_reduce_thunks {
   using Index = std::uint32_t;
   using T = typename C::value_type;
   using R = compute_t<typename reduce_node<Op, C>::value_type>;
   using Acc = typename Op::template acc<T>;
   static_assert(sizeof(Acc) <= 32, "fusex: internal: accumulator larger than the scratch slot");
-  const device_properties& dev = current_device_info();
-  const auto reordered = to_positions(ops, sp);
-  leaf_strides_source<Index> src{reordered.data() + 1, 0, 0};
-  const auto child = build_evaluator(n.child, src);
-  reduce_params<Index> p{};
-  p.k_count = static_cast<Index>(sp.k_count);
-  p.n_count = static_cast<Index>(sp.n_count);
-  p.nk = sp.nk;
-  p.nr = sp.nr;
-  p.n_base = target.n_base;
-  // (An empty reduced dimension is never decoded; divide by 1 rather than 0.)
-  auto divisor = [](std::int64_t e) { return fast_divmod<Index>(static_cast<Index>(e > 0 ? e : 1)); };
-  for (int j = 0; j < sp.nk; ++j) p.div[j] = divisor(s[sp.kdim[j]]);
-  for (int j = 0; j < sp.nr; ++j) p.div[sp.nk + j] = divisor(s[sp.rdim[j]]);
-  const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
-  if (target.partials == nullptr &&
-      launch_reduce_2d<Index>(n, s, sp, reordered, inner_reduced, resident, out, dr))
-    return;
-  std::int64_t splits = 1;
-  if (inner_reduced) {
-    const std::int64_t want = (2 * resident / 256 + sp.k_count - 1) / sp.k_count;
-    const std::int64_t most = (sp.n_count + 2047) / 2048;
-    splits = want < most ? want : most;
-  } else {
-    const std::int64_t want = (2 * resident + sp.k_count - 1) / sp.k_count;
-    const std::int64_t most = sp.n_count / 16;
-    splits = want < most ? want : most;
-  }
-  if (splits < 1) splits = 1;
-  p.splits = static_cast<Index>(splits);
-  Acc* partials = static_cast<Acc*>(target.partials);
-  if (partials != nullptr) {
-    *target.used = splits;
-  } else if (splits > 1) {
-    dr.storage.emplace_back(static_cast<std::size_t>(splits * sp.k_count) * sizeof(Acc), dr.stream);
-    partials = reinterpret_cast<Acc*>(dr.storage.back().data());
-  }
-  if (inner_reduced) {
-    const std::int64_t ky = sp.k_count < 65535 ? sp.k_count : 65535;
-    const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(ky),
-                    static_cast<unsigned>((sp.k_count + ky - 1) / ky));
-    launch_kernel("reduce_block_kernel", &reduce_block_kernel<Index, Op, decltype(child), Acc, R>, grid, dim3(256), 0,
-                  dr.stream, dev, p, n.op, child, partials, out);
-  } else {
-    std::int64_t blocks = (sp.k_count * splits + 255) / 256;
-    const std::int64_t cap = std::int64_t{dev.sm_count} * 64;
-    if (blocks > cap) blocks = cap;
-    launch_kernel("reduce_thread_kernel", &reduce_thread_kernel<Index, Op, decltype(child), Acc, R>,
-                  dim3(static_cast<unsigned>(blocks)), dim3(256), 0, dr.stream, dev, p, n.op, child, partials, out);
-  }
-  if (target.partials == nullptr && splits > 1) {
-    const std::int64_t kx = sp.k_count < 65535 ? sp.k_count : 65535;
-    const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((sp.k_count + kx - 1) / kx));
-    launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, grid,
-                  dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<Index>(sp.k_count),
-                  static_cast<Index>(splits), sp.n_count, inner_reduced, n.op, static_cast<const Acc*>(partials),
-                  static_cast<const Acc*>(nullptr), static_cast<Acc*>(nullptr), out);
-  }
-}
+  static constexpr int widest = max_leaf_size<C>::value;
+  static constexpr int W = widest <= 0 || widest >= 16 ? 1 : 16 / widest;  // 1: no 2-D kernels
+  using Ev = decltype(build_evaluator(std::declval<const C&>(), std::declval<leaf_strides_source<Index>&>()));
 
-// A reduction whose element count or operand offsets reach 2^31: launches over pieces that each
-// fit 32-bit indices (plan/reduce_pieces.hpp), instead of 64-bit twins of every kernel.
-template <class Op, class C, std::size_t N>
-void launch_reduce_in_pieces(const reduce_node<Op, C>& n, const shape_t& s, const reduce_split& sp,
-                             const std::array<operand_layout, N>& ops, bool inner_reduced,
-                             compute_t<typename reduce_node<Op, C>::value_type>* out, device_reducer& dr) {
-  using T = typename C::value_type;
-  using R = compute_t<typename reduce_node<Op, C>::value_type>;
-  using Acc = typename Op::template acc<T>;
-  const auto pos = to_positions(ops, sp);
-  std::int64_t ext[max_rank] = {};
-  for (int j = 0; j < sp.nk; ++j) ext[j] = s[sp.kdim[j]];
-  for (int j = 0; j < sp.nr; ++j) ext[sp.nk + j] = s[sp.rdim[j]];
-  // Where the reduced elements are cut, a kept box keeps an accumulator per output: at most 2^24.
-  const reduce_piece_plan plan =
-      plan_reduce_pieces(sp.nk, sp.nr, ext, pos.data() + 1, static_cast<int>(N) - 1, std::int64_t{1} << 24);
-  if (plan.too_many()) {
-    std::string strides;
-    for (std::size_t i = 1; i < N; ++i) strides += (i > 1 ? ", " : "") + ops[i].strides.str();
-    throw error("fusex: " + std::string(Op::name) + " over " + s.str() + " (operand strides " + strides +
-                ") would need " + std::to_string(plan.pieces) + " launches of 32-bit pieces (at most " +
-                std::to_string(max_reduce_pieces) +
-                "): its large strides are on inner dimensions; reduce a contiguous copy instead");
-  }
-  // Each piece is a reduction in position space: its shape is the box, kept positions first, and
-  // its operands start at the box's first element.
-  const int rank = sp.nk + sp.nr;
-  std::uint32_t mask = 0;
-  for (int q = sp.nk; q < rank; ++q) mask |= 1u << q;
-  auto launch_piece = [&](const reduce_box& kb, const reduce_box& nb, R* piece_out, const generic_target& t) {
-    shape_t ps;
-    for (int q = 0; q < sp.nk; ++q) ps.push_back(kb.extent[q]);
-    for (int q = sp.nk; q < rank; ++q) ps.push_back(nb.extent[q]);
-    auto po = pos;
-    for (std::size_t i = 1; i < N; ++i) {
-      std::int64_t off = 0;
-      for (int q = 0; q < sp.nk; ++q) off += kb.start[q] * po[i].s[q];
-      for (int q = sp.nk; q < rank; ++q) off += nb.start[q] * po[i].s[q];
-      advance_operand(po[i], off);
+  static void launch(const void* node, const reduce_launch& l) {
+    const auto& n = *static_cast<const reduce_node<Op, C>*>(node);
+    const device_properties& dev = *l.dev;
+    auto child = [&] {
+      leaf_strides_source<Index> src{l.leaves, 0, 0};
+      return build_evaluator(n.child, src);
+    };
+    Acc* const partials = static_cast<Acc*>(l.partials);
+    R* const out = static_cast<R*>(l.out);
+    switch (l.kind) {
+      case reduce_kernel_kind::rows:
+      case reduce_kernel_kind::cols:
+        if constexpr (W > 1) {
+          const auto& p = *static_cast<const reduce2d_params<Index>*>(l.params);
+          if (l.kind == reduce_kernel_kind::rows)
+            launch_kernel("reduce_rows_kernel", &reduce_rows_kernel<Index, W, Op, Ev, Acc, R>, l.grid, l.block, 0,
+                          l.stream, dev, p, n.op, child(), partials, out);
+          else
+            launch_kernel("reduce_cols_kernel", &reduce_cols_kernel<Index, W, Op, Ev, Acc, R>, l.grid, l.block, 0,
+                          l.stream, dev, p, n.op, child(), partials, out);
+          return;
+        }
+        break;
+      case reduce_kernel_kind::block:
+        launch_kernel("reduce_block_kernel", &reduce_block_kernel<Index, Op, Ev, Acc, R>, l.grid, l.block, 0, l.stream,
+                      dev, *static_cast<const reduce_params<Index>*>(l.params), n.op, child(), partials, out);
+        return;
+      case reduce_kernel_kind::thread:
+        launch_kernel("reduce_thread_kernel", &reduce_thread_kernel<Index, Op, Ev, Acc, R>, l.grid, l.block, 0,
+                      l.stream, dev, *static_cast<const reduce_params<Index>*>(l.params), n.op, child(), partials, out);
+        return;
+      case reduce_kernel_kind::finish:
+        launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<Index, Op, T, Acc, R>, l.grid, l.block, 0, l.stream,
+                      dev, Index{l.k_count}, Index{l.splits}, l.n_count, l.k_major, n.op,
+                      static_cast<const Acc*>(l.partials), static_cast<const Acc*>(l.prev), static_cast<Acc*>(l.running),
+                      out);
+        return;
+      case reduce_kernel_kind::finish_cols:
+        launch_kernel("reduce_finish_cols_kernel", &reduce_finish_cols_kernel<Index, Op, T, Acc, R>, l.grid, l.block,
+                      0, l.stream, dev, Index{l.k_count}, Index{l.splits}, static_cast<Index>(l.n_count), n.op,
+                      static_cast<const Acc*>(l.partials), out);
+        return;
     }
-    launch_generic_reduce(n, ps, split_dims(ps, mask), po, inner_reduced, piece_out, dr, t);
-  };
-  if (!plan.split_reduced()) {
-    for (const reduce_box& kb : plan.kept) {
-      // A piece's partials are freed (stream-ordered) once its launches are enqueued, not held
-      // to the end of the evaluation.
-      const std::size_t held = dr.storage.size();
-      launch_piece(kb, plan.reduced.front(), out + kb.first, generic_target{});
-      while (dr.storage.size() > held) dr.storage.pop_back();
-    }
-    return;
+    throw error("fusex: internal: a reduction kernel this reduction does not have");
   }
-  // Per kept box, the reduced boxes in order: each leaves partials (outputs x splits, at most
-  // 2 * resident + outputs as launch_generic_reduce splits), which a finishing launch folds into
-  // the running accumulators; the last one finishes with the whole count.
-  const device_properties& dev = current_device_info();
-  std::int64_t most = 0;
-  for (const reduce_box& kb : plan.kept) most = kb.count > most ? kb.count : most;
-  const std::int64_t resident = std::int64_t{dev.sm_count} * dev.max_threads_per_sm;
-  dr.storage.emplace_back(static_cast<std::size_t>(2 * resident + most) * sizeof(Acc), dr.stream);
-  Acc* scratch = reinterpret_cast<Acc*>(dr.storage.back().data());
-  dr.storage.emplace_back(static_cast<std::size_t>(most) * sizeof(Acc), dr.stream);
-  Acc* running = reinterpret_cast<Acc*>(dr.storage.back().data());
-  std::int64_t used = 0;
-  generic_target t;
-  t.partials = scratch;
-  t.used = &used;
-  for (const reduce_box& kb : plan.kept) {
-    for (std::size_t j = 0; j < plan.reduced.size(); ++j) {
-      t.n_base = plan.reduced[j].first;
-      launch_piece(kb, plan.reduced[j], nullptr, t);
-      const bool last = j + 1 == plan.reduced.size();
-      const std::int64_t kx = kb.count < 65535 ? kb.count : 65535;
-      const dim3 grid(static_cast<unsigned>(kx), static_cast<unsigned>((kb.count + kx - 1) / kx));
-      launch_kernel("reduce_finish_kernel", &reduce_finish_kernel<std::uint32_t, Op, T, Acc, R>, grid,
-                    dim3(inner_reduced ? 256 : 32), 0, dr.stream, dev, static_cast<std::uint32_t>(kb.count),
-                    static_cast<std::uint32_t>(used), sp.n_count, inner_reduced, n.op, static_cast<const Acc*>(scratch),
-                    static_cast<const Acc*>(j > 0 ? running : nullptr), last ? static_cast<Acc*>(nullptr) : running,
-                    out + kb.first);
-    }
+
+  static int cols_blocks_per_sm(const device_properties& dev) {
+    if constexpr (W > 1) return resident_blocks_per_sm<&reduce_cols_kernel<Index, W, Op, Ev, Acc, R>, 256>(dev);
+    else return 1;
   }
-}
+};
 
 template <class Op, class C>
 materialized_reduction_t<Op, C> device_reducer::operator()(const reduce_node<Op, C>& n) {
-  using R = compute_t<typename reduce_node<Op, C>::value_type>;
+  using thunks = generic_reduce_thunks<Op, C>;
+  using R = typename thunks::R;
   const shape_t s = n.child.shape();
-  const reduce_split sp = split_dims(s, n.mask);
-  storage.emplace_back(static_cast<std::size_t>(sp.k_count) * sizeof(R), stream);
-  R* out = reinterpret_cast<R*>(storage.back().data());
-  if (sp.k_count > 0) {
+  const std::int64_t k_count = numel(n.shape());
+  R* out = static_cast<R*>(temps.take(static_cast<std::size_t>(k_count) * sizeof(R)));
+  if (k_count > 0) {
     std::array<operand_layout, static_cast<std::size_t>(C::leaf_count) + 1> ops{};
     leaves_in_space(n.child, s, ops, 1);
-    const std::int64_t reach = index_reach(sp.k_count * (sp.n_count > 0 ? sp.n_count : 1), s.begin(), s.rank(),
-                                           ops.data() + 1, static_cast<int>(ops.size()) - 1);
-    const bool inner_reduced = s.rank() > 0 && (n.mask & (1u << (s.rank() - 1))) != 0;
-    if (reach >= index32_limit) launch_reduce_in_pieces(n, s, sp, ops, inner_reduced, out, *this);
-    else launch_generic_reduce(n, s, sp, ops, inner_reduced, out, *this, generic_target{});
+    reduce_kernels k;
+    k.node = &n;
+    k.name = Op::name;
+    k.vector_width = thunks::W;
+    k.acc_size = sizeof(typename thunks::Acc);
+    k.result_size = sizeof(R);
+    k.launch = &thunks::launch;
+    k.cols_blocks_per_sm = &thunks::cols_blocks_per_sm;
+    run_generic_reduction(k, s, n.mask, ops.data() + 1, C::leaf_count, out, temps);
   }
   return leaf_node<R>{{}, view<const R>(out, n.shape())};
 }
