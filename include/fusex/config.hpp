@@ -13,11 +13,14 @@
 #define FUSEX_FORCEINLINE inline
 #endif
 
-// Loop unrolling hint for device code (plain C++ compilers would warn about an unknown pragma).
+// Loop unrolling hints for device code (plain C++ compilers would warn about an unknown pragma):
+// unroll, and keep rolled (one copy of the body where the compiler would otherwise unroll).
 #if defined(__CUDA_ARCH__)
 #define FUSEX_UNROLL _Pragma("unroll")
+#define FUSEX_NO_UNROLL _Pragma("unroll 1")
 #else
 #define FUSEX_UNROLL
+#define FUSEX_NO_UNROLL
 #endif
 
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__)

@@ -80,11 +80,10 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
                                               Index step, Index limit, std::index_sequence<I...>) {
   using results =
       fusex::detail::tuple<vec<typename fusex::detail::tuple_element_t<I, Assignments>::expr_type::compute_type, V>...>;
-  coord<Index, R> c[U];
-  results r[U];
-  bool ok[U];
   if (first + static_cast<Index>(U - 1) * step < limit) {
     // Full set (the common case): no per-item branches, so all loads can be issued together.
+    coord<Index, R> c[U];
+    results r[U];
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
       c[u] = work_coord<V, R>(p, first + static_cast<Index>(u) * step);
@@ -95,18 +94,16 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
       (fusex::detail::get<I>(as).out.template store<V>(c[u], fusex::detail::get<I>(r[u])), ...);
     return;
   }
-  FUSEX_UNROLL
+  // A partial set (only the grid's last threads have one): item by item, in a loop kept rolled,
+  // so the kernel holds one more copy of the expression here instead of U predicated ones (less
+  // code for nvcc to compile; the few items it serves do not need their loads in flight together).
+  FUSEX_NO_UNROLL
   for (int u = 0; u < U; ++u) {
     const Index w = first + static_cast<Index>(u) * step;
-    ok[u] = w < limit;
-    if (ok[u]) {
-      c[u] = work_coord<V, R>(p, w);
-      r[u] = results{fusex::detail::get<I>(as).expr.template load<V>(c[u], no_context{})...};
-    }
-  }
-  FUSEX_UNROLL
-  for (int u = 0; u < U; ++u) {
-    if (ok[u]) (fusex::detail::get<I>(as).out.template store<V>(c[u], fusex::detail::get<I>(r[u])), ...);
+    if (w >= limit) return;
+    const coord<Index, R> cw = work_coord<V, R>(p, w);
+    const results rw{fusex::detail::get<I>(as).expr.template load<V>(cw, no_context{})...};
+    (fusex::detail::get<I>(as).out.template store<V>(cw, fusex::detail::get<I>(rw)), ...);
   }
 }
 
