@@ -13,7 +13,8 @@
 #   both ways at the end.
 #   BENCHES (space-separated) picks the benchmark programs; TARGETS (space-separated) limits the
 #   new build to those targets and CTEST_ARGS picks the tests (default -L gpu); TOUR=0 skips
-#   fusex-tour and MATMUL_BUDGET=0 test_matmul_gpu (a short run on little device time).
+#   fusex-tour and MATMUL_BUDGET=0 test_matmul_gpu (a short run on little device time);
+#   FILTER_<program> (e.g. FILTER_bench_reduce='bm_copy|bm_column') runs only the cases it matches.
 # Logs and JSON: /tmp/ab, packed by `wait` as $OUT/ab.tar.gz.
 # Usage: COMMIT=<new commit> tools/maintainer/device_ab.sh start | wait SECONDS
 set -uo pipefail
@@ -89,7 +90,10 @@ for ((r = 1; r <= ${ROUNDS:-1}; ++r)); do
     for side in old new; do
       c=$old_commit; [ $side = new ] && c=$new_commit
       exe=$(find "build/ab-$side/bench" -name "$b" -type f | head -1)
-      timeout "${BENCH_TIMEOUT:-240}" "$exe" --benchmark_out="$L/$b-$c-$side-r$r.json" \
+      filter_var="FILTER_$b"
+      filter=()
+      [ -n "${!filter_var:-}" ] && filter=(--benchmark_filter="${!filter_var}")
+      timeout "${BENCH_TIMEOUT:-240}" "$exe" --benchmark_out="$L/$b-$c-$side-r$r.json" "${filter[@]}" \
         --benchmark_out_format=json --benchmark_context=commit="$c" > "$L/$b-$side-r$r.log" 2>&1
       stamp "$b $side r$r exit $?"
     done
