@@ -12,6 +12,7 @@
 #include <fusex/expr/index.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/operators.hpp>
+#include <fusex/expr/random.hpp>
 #include <fusex/expr/reduce.hpp>
 #include <fusex/graph/graph.hpp>
 #include <fusex/memory/buffer.hpp>

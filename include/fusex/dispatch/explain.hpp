@@ -49,7 +49,8 @@ struct tree_printer {
       out += operand_text(o);
       if (full != nullptr && o.shape != *full) out += " (broadcast)";
     } else {
-      out += "index along axis " + std::to_string(n.axis) + " of " + n.extent.str() + " (int64, computed)";
+      out += (n.axis < 0 ? std::string("linear index") : "index along axis " + std::to_string(n.axis)) + " of " +
+             n.extent.str() + " (int64, computed)";
     }
     out += '\n';
   }

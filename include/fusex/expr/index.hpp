@@ -25,12 +25,16 @@ struct index_node : detail::expr_base {
   static constexpr int reduce_count = 0;
 
   shape_t extent;  ///< the shape it indexes
-  int axis = 0;    ///< normalised, in [0, extent.rank())
+  int axis = 0;    ///< normalised, in [0, extent.rank()); -1: the row-major linear index (linear_index)
 
   shape_t shape() const { return extent; }
   detail::leaf_info leaf(bool in_reduction) const {
     strides_t s;
-    for (int d = 0; d < extent.rank(); ++d) s.push_back(d == axis ? 1 : 0);
+    if (axis < 0) {
+      s = contiguous_strides(extent);
+    } else {
+      for (int d = 0; d < extent.rank(); ++d) s.push_back(d == axis ? 1 : 0);
+    }
     detail::leaf_info li{nullptr, 1, dtype_id::int64, extent, s, in_reduction, static_cast<int>(sizeof(value_type))};
     li.computed = true;
     return li;
@@ -59,6 +63,18 @@ inline index_node iota(const shape_t& s, int axis) {
 template <class X, std::enable_if_t<is_operand_v<X>, int> = 0>
 index_node iota(const X& x, int axis) {
   return iota(as_expr(x).shape(), axis);
+}
+/// The row-major linear index of each element of shape `s` (0 to numel(s) - 1), as an int64
+/// expression of that shape: the counter of fusex's random numbers (expr/random.hpp). Throws
+/// fusex::shape_error for a negative extent.
+inline index_node linear_index(const shape_t& s) {
+  for (int d = 0; d < s.rank(); ++d) {
+    if (s[d] < 0) throw shape_error("fusex::linear_index: shape " + s.str() + " has a negative extent");
+  }
+  index_node n;
+  n.extent = s;
+  n.axis = -1;
+  return n;
 }
 /// 0, 1, ..., n-1 as an int64 expression of shape [n]. Throws fusex::shape_error for n < 0.
 inline index_node arange(std::int64_t n) {

@@ -15,10 +15,16 @@ namespace fusex::detail {
 
 FUSEX_DECL std::string operand_text(const operand_layout& o) {
   if (o.computed) {
-    int axis = 0;
+    // An index leaf: stride 1 along its axis and 0 elsewhere (iota), or row-major (linear_index).
+    int axis = 0, nonzero = 0;
     for (int d = 0; d < o.strides.rank(); ++d)
-      if (o.strides[d] != 0) axis = d;
-    return "index along axis " + std::to_string(axis) + " of " + o.shape.str() + " (int64, computed)";
+      if (o.strides[d] != 0) {
+        axis = d;
+        ++nonzero;
+      }
+    const bool along_axis = nonzero == 0 || (nonzero == 1 && o.strides[axis] == 1);
+    return (along_axis ? "index along axis " + std::to_string(axis) : std::string("linear index")) + " of " +
+           o.shape.str() + " (int64, computed)";
   }
   return std::string(dtype_name(o.dtype)) + " " + o.shape.str() + " strides " + o.strides.str();
 }

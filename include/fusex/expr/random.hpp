@@ -1,0 +1,182 @@
+#pragma once
+/// \file
+/// Counter-based random numbers as expressions: Philox4x32-10 (Salmon et al., SC'11; the generator
+/// of cuRAND's Philox and of PyTorch's CUDA generator) over each element's row-major linear index.
+/// A (seed, offset) pair fully determines every value: element i of a shape is word i % 4 of
+/// Philox4x32-10 with key (seed's low and high words) and counter (i / 4 low, high, offset low,
+/// high), whatever the launch configuration, vector width, 32-bit pieces or backend (host or GPU).
+/// Calls with different offsets (one per step, say) draw independent streams.
+///
+///   fusex::eval(y, fusex::dropout(x, 0.1, seed, step), s);   // one kernel, no mask in memory
+///   fusex::eval(noise, fusex::normal(noise.shape(), seed, 0), s);
+
+#include <fusex/config.hpp>
+#include <fusex/core/shape.hpp>
+#include <fusex/error.hpp>
+#include <fusex/expr/index.hpp>
+#include <fusex/expr/node.hpp>
+#include <fusex/expr/operators.hpp>
+#include <fusex/expr/ops.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace fusex {
+
+namespace detail {
+
+/// Philox4x32-10: the 128-bit block `ctr` enciphered under the 64-bit key `key` (ten rounds).
+/// Checked against Random123's known-answer vectors (tests/expr/test_random_host.cpp).
+FUSEX_HD FUSEX_FORCEINLINE void philox4x32_10(const std::uint32_t (&ctr)[4], const std::uint32_t (&key)[2],
+                                              std::uint32_t (&out)[4]) {
+  constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u;  // multipliers
+  constexpr std::uint32_t w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;  // Weyl key increments
+  std::uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+  std::uint32_t k0 = key[0], k1 = key[1];
+  FUSEX_UNROLL
+  for (int r = 0; r < 10; ++r) {
+#if defined(__CUDA_ARCH__)
+    const std::uint32_t hi0 = __umulhi(m0, c0), hi1 = __umulhi(m1, c2);
+#else
+    const std::uint32_t hi0 = static_cast<std::uint32_t>((std::uint64_t{m0} * c0) >> 32);
+    const std::uint32_t hi1 = static_cast<std::uint32_t>((std::uint64_t{m1} * c2) >> 32);
+#endif
+    const std::uint32_t lo0 = m0 * c0, lo1 = m1 * c2;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += w0;
+    k1 += w1;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+/// The four words of block `i / 4` of the stream (seed, offset).
+FUSEX_HD FUSEX_FORCEINLINE void philox_block(std::uint64_t seed, std::uint64_t offset, std::int64_t i,
+                                             std::uint32_t (&out)[4]) {
+  const std::uint64_t q = static_cast<std::uint64_t>(i) >> 2;
+  const std::uint32_t ctr[4] = {static_cast<std::uint32_t>(q), static_cast<std::uint32_t>(q >> 32),
+                                static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(offset >> 32)};
+  const std::uint32_t key[2] = {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
+  philox4x32_10(ctr, key, out);
+}
+
+/// Word i % 4 of block i / 4.
+FUSEX_HD FUSEX_FORCEINLINE std::uint32_t philox_word(std::uint64_t seed, std::uint64_t offset, std::int64_t i) {
+  std::uint32_t w[4];
+  philox_block(seed, offset, i, w);
+  const int lane = static_cast<int>(static_cast<std::uint64_t>(i) & 3u);
+  return lane == 0 ? w[0] : lane == 1 ? w[1] : lane == 2 ? w[2] : w[3];
+}
+
+}  // namespace detail
+
+namespace ops {
+
+/// The stream's raw 32-bit words (as int64 values in [0, 2^32)), one per linear index.
+struct random_bits {
+  static constexpr const char* name = "random_bits";
+  template <class I>
+  using result = std::int64_t;
+  template <std::size_t, class I>
+  using operand = std::int64_t;
+  std::uint64_t seed = 0, offset = 0;
+  FUSEX_HD std::int64_t operator()(std::int64_t i) const {
+    return static_cast<std::int64_t>(detail::philox_word(seed, offset, i));
+  }
+};
+
+/// Uniform on [0, 1): the word's top 24 bits times 2^-24, every float32 of that grid equally likely
+/// (exact on every backend).
+struct random_uniform {
+  static constexpr const char* name = "uniform";
+  template <class I>
+  using result = float;
+  template <std::size_t, class I>
+  using operand = std::int64_t;
+  std::uint64_t seed = 0, offset = 0;
+  FUSEX_HD float operator()(std::int64_t i) const {
+    return static_cast<float>(detail::philox_word(seed, offset, i) >> 8) * (1.0f / 16777216.0f);
+  }
+};
+
+/// Standard normal (mean 0, deviation 1) by Box-Muller over the block's two word pairs: elements
+/// 4q and 4q+1 are r cos t and r sin t of words 0 and 1 of block q, elements 4q+2 and 4q+3 the same
+/// of words 2 and 3, with u1 = (w + 1) 2^-32 in (0, 1], r = sqrt(-2 ln u1), t = 2 pi w' 2^-32.
+/// Computed in double and rounded to float: host and GPU agree to within their double math
+/// libraries' last bits, so almost always exactly.
+struct random_normal {
+  static constexpr const char* name = "normal";
+  template <class I>
+  using result = float;
+  template <std::size_t, class I>
+  using operand = std::int64_t;
+  std::uint64_t seed = 0, offset = 0;
+  FUSEX_HD float operator()(std::int64_t i) const {
+    std::uint32_t w[4];
+    detail::philox_block(seed, offset, i, w);
+    const int lane = static_cast<int>(static_cast<std::uint64_t>(i) & 3u);
+    const std::uint32_t a = lane < 2 ? w[0] : w[2], b = lane < 2 ? w[1] : w[3];
+    constexpr double two_pi = 6.283185307179586476925286766559;
+    constexpr double inv_2_32 = 1.0 / 4294967296.0;
+    const double u1 = (static_cast<double>(a) + 1.0) * inv_2_32;
+    const double t = two_pi * (static_cast<double>(b) * inv_2_32);
+    const double r = detail::math::sqrt(-2.0 * detail::math::log(u1));
+    return static_cast<float>((lane & 1) == 0 ? r * detail::math::cos(t) : r * detail::math::sin(t));
+  }
+};
+
+}  // namespace ops
+
+namespace detail {
+template <class Op>
+auto random_of(const char* what, const shape_t& s, std::uint64_t seed, std::uint64_t offset) {
+  for (int d = 0; d < s.rank(); ++d) {
+    if (s[d] < 0) throw shape_error(std::string("fusex::") + what + ": shape " + s.str() + " has a negative extent");
+  }
+  Op op;
+  op.seed = seed;
+  op.offset = offset;
+  return make_map(op, linear_index(s));
+}
+}  // namespace detail
+
+/// The raw Philox4x32-10 stream over shape `s` (int64 values in [0, 2^32)): for tests of the
+/// generator and for users who derive their own distributions.
+inline auto random_bits(const shape_t& s, std::uint64_t seed, std::uint64_t offset = 0) {
+  return detail::random_of<ops::random_bits>("random_bits", s, seed, offset);
+}
+/// Uniform float32 values on [0, 1) over shape `s`, determined by (seed, offset).
+inline auto uniform(const shape_t& s, std::uint64_t seed, std::uint64_t offset = 0) {
+  return detail::random_of<ops::random_uniform>("uniform", s, seed, offset);
+}
+/// Standard normal float32 values over shape `s`, determined by (seed, offset).
+inline auto normal(const shape_t& s, std::uint64_t seed, std::uint64_t offset = 0) {
+  return detail::random_of<ops::random_normal>("normal", s, seed, offset);
+}
+/// Booleans over shape `s`, true with probability p (uniform(s, seed, offset) < p, with p rounded
+/// to float32). Throws fusex::invalid_argument unless 0 <= p <= 1.
+inline auto bernoulli(const shape_t& s, double p, std::uint64_t seed, std::uint64_t offset = 0) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw invalid_argument("fusex::bernoulli: p = " + std::to_string(p) + " is not a probability (0 <= p <= 1)");
+  }
+  return uniform(s, seed, offset) < static_cast<float>(p);
+}
+/// Inverted dropout: each element of x kept with probability 1 - p and scaled by 1 / (1 - p), else
+/// zero; the mask is bernoulli(x's shape, 1 - p, seed, offset) recomputed in the kernel, never
+/// stored. p = 1 gives zeros. Throws fusex::invalid_argument unless 0 <= p <= 1.
+template <class X, std::enable_if_t<is_operand_v<X>, int> = 0>
+auto dropout(const X& x, double p, std::uint64_t seed, std::uint64_t offset = 0) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw invalid_argument("fusex::dropout: p = " + std::to_string(p) + " is not a probability (0 <= p <= 1)");
+  }
+  const auto e = as_expr(x);
+  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;  // (in x's type, as any scalar operand)
+  return where(uniform(e.shape(), seed, offset) >= static_cast<float>(p), e * scale, 0);
+}
+
+}  // namespace fusex
