@@ -333,3 +333,35 @@ TEST_CASE("random: explain shows the generator over the linear index", "[random]
   CHECK(plan.find("linear index of [64, 32] (int64, computed)") != std::string::npos);
   CHECK(plan.find("vector width 4") != std::string::npos);
 }
+
+TEST_CASE("random: a random operand inside a row reduction keeps the row in registers", "[random][explain]") {
+  const i64 rows = 64, cols = 1024;
+  const auto x = random_default<float>(static_cast<std::size_t>(rows * cols));
+  const auto xv = x.cview({rows, cols});
+  host_array<float> y(static_cast<std::size_t>(rows * cols));
+  const auto e = fusex::softmax(xv + fusex::normal({rows, cols}, 3, 4) * 0.1f, -1);
+  const std::string plan = fusex::explain(y.view({rows, cols}), e);
+  INFO(plan);
+  CHECK(plan.find("row kept in registers") != std::string::npos);
+  CHECK(plan.find("linear index of [64, 1024] (int64, computed)") != std::string::npos);
+  // And its values: the softmax of x + 0.1 z row by row, against a double reference.
+  fusex::host::eval(y.view({rows, cols}), e);
+  host_array<float> z(static_cast<std::size_t>(rows * cols));
+  fusex::host::eval(z.view({rows, cols}), fusex::normal({rows, cols}, 3, 4));
+  std::size_t bad = 0;
+  for (i64 r = 0; r < rows; ++r) {
+    double m = -1e300, sum = 0;
+    std::vector<double> v(static_cast<std::size_t>(cols));
+    for (i64 c = 0; c < cols; ++c) {
+      const auto k = static_cast<std::size_t>(r * cols + c);
+      v[static_cast<std::size_t>(c)] = static_cast<double>(x[k]) + static_cast<double>(z[k] * 0.1f);
+      m = v[static_cast<std::size_t>(c)] > m ? v[static_cast<std::size_t>(c)] : m;
+    }
+    for (double t : v) sum += std::exp(t - m);
+    for (i64 c = 0; c < cols; ++c) {
+      const double want = std::exp(v[static_cast<std::size_t>(c)] - m) / sum;
+      bad += std::fabs(y[static_cast<std::size_t>(r * cols + c)] - want) > 1e-5 * want + 1e-9;
+    }
+  }
+  CHECK(bad == 0);
+}

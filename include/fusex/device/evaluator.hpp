@@ -125,7 +125,8 @@ struct leaf_eval {
 };
 
 /// An index leaf: the value at coordinate c is base + c's offset in its strides (1 along its axis,
-/// 0 elsewhere, in the kernel's index space); vector lanes step by the innermost stride.
+/// 0 elsewhere, or row-major for a linear index, in the kernel's index space); vector lanes step
+/// by the innermost stride.
 template <class Index>
 struct index_eval {
   using value_type = std::int64_t;

@@ -46,7 +46,9 @@ struct tree_printer {
     indent(out, depth);
     if (leaf != nullptr) {
       const operand_layout& o = *leaf++;
-      out += operand_text(o);
+      // (The node knows its kind; operand_text guesses it from the strides.)
+      out += (n.axis < 0 ? std::string("linear index") : "index along axis " + std::to_string(n.axis)) + " of " +
+             o.shape.str() + " (int64, computed)";
       if (full != nullptr && o.shape != *full) out += " (broadcast)";
     } else {
       out += (n.axis < 0 ? std::string("linear index") : "index along axis " + std::to_string(n.axis)) + " of " +

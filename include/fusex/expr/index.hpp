@@ -15,8 +15,9 @@
 
 namespace fusex {
 
-/// A terminal: the coordinate (int64) of each element of `shape` along `axis`. To the planner it
-/// is an operand of that shape whose "strides" are 1 along the axis and 0 elsewhere, so it is
+/// A terminal: the coordinate (int64) of each element of `shape` along `axis` (or, for
+/// linear_index, its row-major linear index). To the planner it is an operand of that shape whose
+/// "strides" are 1 along the axis and 0 elsewhere (row-major strides for the linear index), so it is
 /// broadcast, reordered, merged and split into 32-bit pieces like a view, and its value at a
 /// coordinate is that operand's offset.
 struct index_node : detail::expr_base {

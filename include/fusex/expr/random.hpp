@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Counter-based random numbers as expressions: Philox4x32-10 (Salmon et al., SC'11; the generator
-/// of cuRAND's Philox and of PyTorch's CUDA generator) over each element's row-major linear index.
+/// Counter-based random numbers as expressions: Philox4x32-10 (Salmon et al., SC'11; the cipher
+/// behind cuRAND's Philox and PyTorch's CUDA generator, with its own counter layout here, so the
+/// same seed gives other numbers than theirs) over each element's row-major linear index.
 /// A (seed, offset) pair fully determines every value: element i of a shape is word i % 4 of
 /// Philox4x32-10 with key (seed's low and high words) and counter (i / 4 low, high, offset low,
 /// high), whatever the launch configuration, vector width, 32-bit pieces or backend (host or GPU).
@@ -135,7 +136,7 @@ struct random_normal {
 namespace detail {
 template <class Op>
 auto random_of(const char* what, const shape_t& s, std::uint64_t seed, std::uint64_t offset) {
-  for (int d = 0; d < s.rank(); ++d) {
+  for (int d = 0; d < s.rank(); ++d) {  // (named here: linear_index would name itself)
     if (s[d] < 0) throw shape_error(std::string("fusex::") + what + ": shape " + s.str() + " has a negative extent");
   }
   Op op;
@@ -167,10 +168,13 @@ inline auto bernoulli(const shape_t& s, double p, std::uint64_t seed, std::uint6
   return uniform(s, seed, offset) < static_cast<float>(p);
 }
 /// Inverted dropout: each element of x kept with probability 1 - p and scaled by 1 / (1 - p), else
-/// zero; the mask is bernoulli(x's shape, 1 - p, seed, offset) recomputed in the kernel, never
-/// stored. p = 1 gives zeros. Throws fusex::invalid_argument unless 0 <= p <= 1.
+/// zero (a dropped NaN too), in x's floating type; the mask is bernoulli(x's shape, 1 - p, seed,
+/// offset) recomputed in the kernel, never stored. p = 1 gives zeros. Throws
+/// fusex::invalid_argument unless 0 <= p <= 1.
 template <class X, std::enable_if_t<is_operand_v<X>, int> = 0>
 auto dropout(const X& x, double p, std::uint64_t seed, std::uint64_t offset = 0) {
+  static_assert(is_floating_v<result_t<X>>,
+                "fusex::dropout: x must have a floating element type (float, double, half, bfloat16)");
   if (!(p >= 0.0 && p <= 1.0)) {
     throw invalid_argument("fusex::dropout: p = " + std::to_string(p) + " is not a probability (0 <= p <= 1)");
   }

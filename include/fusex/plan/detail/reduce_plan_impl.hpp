@@ -177,10 +177,11 @@ FUSEX_DECL row_layout plan_rows(operand_layout* ops, const bool* in_reduction, i
     // every pass and the epilogue, one chunk at a time between the register work: the streaming
     // re-read loop is faster (measured on the H200: layer_norm(x + residual) at [16384, 4096]
     // fp32, 0.61 of the copy cached against 0.78-0.80 re-read). Broadcast operands (a [cols]
-    // vector, a [rows, 1] scale, a 0-d tensor) are a few cached lines: they keep the cache.
+    // vector, a [rows, 1] scale, a 0-d tensor) are a few cached lines: they keep the cache, and
+    // so do computed operands (index leaves, random numbers), which read no memory.
     for (int i = 0; i < n_ops - 1; ++i) {
       if (!in_reduction[i + 1] || (i < 32 && ((L.cache_modes >> (2 * i)) & 3u) != 0)) continue;
-      if (ops[i + 1].s[0] == 0 || ops[i + 1].s[1] == 0) continue;
+      if (ops[i + 1].computed || ops[i + 1].s[0] == 0 || ops[i + 1].s[1] == 0) continue;
       L.cached = false;
       L.cache_modes = 0;
       L.cached_leaves = 0;
