@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -384,6 +385,51 @@ host_array<T> sparse_array(std::size_t n) {
 // --- exceptions ------------------------------------------------------------------------------------
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// Through the kernels' own planner and evaluators: evaluates `e` (planned for the float destination
+/// `y` of shape [rows, cols], which must vectorise) work item by work item as the kernel would, with
+/// its vector lanes, first whole and then split into 32-bit pieces (small limits stand in for 2^31),
+/// and checks each element against `want(linear element of y)`.
+template <class E, class Want>
+void check_through_evaluators(const E& e, host_array<float>& y, i64 rows, i64 cols, const Want& want) {
+  using namespace fusex::detail;
+  const auto dst = std::make_tuple(y.view({rows, cols}));
+  const auto pe = prepare(dst, e);
+  REQUIRE(pe.layout.vector_width == 4);
+  auto check_space = [&](const elementwise_layout& L, const std::vector<operand_layout>& ops, int V) {
+    leaf_strides_source<std::uint32_t> src{ops.data() + 1, 0, 0};
+    const auto ev = build_evaluator(e, src);
+    const auto p = make_elementwise_params<std::uint32_t>(L);
+    const float* base = static_cast<const float*>(ops[0].data);
+    for (std::uint32_t w = 0; w < static_cast<std::uint32_t>(L.work); ++w) {
+      const auto c = V == 4 ? work_coord<4, fusex::max_rank>(p, w) : work_coord<1, fusex::max_rank>(p, w);
+      std::int64_t off = 0;
+      for (int d = 0; d < L.rank; ++d) off += static_cast<std::int64_t>(c.c[d]) * ops[0].s[d];
+      const std::int64_t elem = (base - y.data()) + off;  // element of y
+      if (V == 4) {
+        const auto v = ev.template load<4>(c, no_context{});
+        for (int l = 0; l < 4; ++l) CHECK(v.v[l] == want(elem + l));
+      } else {
+        CHECK(ev.template load<1>(c, no_context{}).v[0] == want(elem));
+      }
+    }
+  };
+  std::vector<operand_layout> ops(pe.ops.begin(), pe.ops.end());
+  check_space(pe.layout, ops, 4);
+  for (i64 limit : {i64{16}, i64{24}, i64{40}}) {
+    INFO("limit " << limit);
+    const auto pieces = split_index32(pe.layout, ops.data(), static_cast<int>(ops.size()), limit);
+    CHECK(pieces.size() > 1);
+    i64 covered = 0;
+    for (const auto& piece : pieces) {
+      std::vector<operand_layout> po = ops;
+      for (std::size_t i = 0; i < po.size(); ++i) po[i].data = piece.data[i];  // strides unchanged
+      check_space(piece.layout, po, piece.layout.vector_width);
+      covered += piece.layout.numel;
+    }
+    CHECK(covered == rows * cols);
+  }
+}
 
 }  // namespace fxt
 

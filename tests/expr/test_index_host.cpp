@@ -170,44 +170,8 @@ TEST_CASE("index: bad axes and extents throw shape_error naming the shape", "[ev
 // split into 32-bit pieces (a small limit stands in for 2^31), where each piece's index leaf
 // starts at the piece's first element.
 TEST_CASE("index: vector lanes and 32-bit pieces through the evaluators", "[eval][index][index32]") {
-  using namespace fusex::detail;
   const i64 rows = 6, cols = 12;
   host_array<float> y(static_cast<std::size_t>(rows * cols));
-  const auto dst = std::make_tuple(y.view({rows, cols}));
-  const auto e = as_expr(fusex::iota(shape_t{rows, cols}, 1) + fusex::iota(shape_t{rows, cols}, 0) * 100);
-  const auto pe = prepare(dst, e);
-  REQUIRE(pe.layout.vector_width == 4);
-  auto check_space = [&](const elementwise_layout& L, const std::vector<operand_layout>& ops, int V) {
-    leaf_strides_source<std::uint32_t> src{ops.data() + 1, 0, 0};
-    const auto ev = build_evaluator(e, src);
-    const auto p = make_elementwise_params<std::uint32_t>(L);
-    const float* base = static_cast<const float*>(ops[0].data);
-    for (std::uint32_t w = 0; w < static_cast<std::uint32_t>(L.work); ++w) {
-      const auto c = V == 4 ? work_coord<4, fusex::max_rank>(p, w) : work_coord<1, fusex::max_rank>(p, w);
-      std::int64_t off = 0;
-      for (int d = 0; d < L.rank; ++d) off += static_cast<std::int64_t>(c.c[d]) * ops[0].s[d];
-      const std::int64_t elem = (base - y.data()) + off;  // element of y
-      if (V == 4) {
-        const auto v = ev.template load<4>(c, no_context{});
-        for (int l = 0; l < 4; ++l) CHECK(v.v[l] == (elem + l) % cols + (elem + l) / cols * 100);
-      } else {
-        CHECK(ev.template load<1>(c, no_context{}).v[0] == elem % cols + elem / cols * 100);
-      }
-    }
-  };
-  std::vector<operand_layout> ops(pe.ops.begin(), pe.ops.end());
-  check_space(pe.layout, ops, 4);
-  for (i64 limit : {i64{16}, i64{24}, i64{40}}) {
-    INFO("limit " << limit);
-    const auto pieces = split_index32(pe.layout, ops.data(), static_cast<int>(ops.size()), limit);
-    CHECK(pieces.size() > 1);
-    i64 covered = 0;
-    for (const auto& piece : pieces) {
-      std::vector<operand_layout> po = ops;
-      for (std::size_t i = 0; i < po.size(); ++i) po[i].data = piece.data[i];  // strides unchanged
-      check_space(piece.layout, po, piece.layout.vector_width);
-      covered += piece.layout.numel;
-    }
-    CHECK(covered == rows * cols);
-  }
+  const auto e = fusex::as_expr(fusex::iota(shape_t{rows, cols}, 1) + fusex::iota(shape_t{rows, cols}, 0) * 100);
+  check_through_evaluators(e, y, rows, cols, [&](i64 elem) { return elem % cols + elem / cols * 100; });
 }

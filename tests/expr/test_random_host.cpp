@@ -191,48 +191,14 @@ TEST_CASE("random: values follow the element's linear index, not the destination
 // first element.
 TEST_CASE("random: vector lanes and 32-bit pieces through the evaluators give the stream's values",
           "[random][index32]") {
-  using namespace fusex::detail;
   const i64 rows = 6, cols = 12;
   const u64 seed = 11, offset = 5;
   host_array<float> y(static_cast<std::size_t>(rows * cols));
-  const auto dst = std::make_tuple(y.view({rows, cols}));
-  const auto e = as_expr(fusex::uniform({rows, cols}, seed, offset));
-  const auto pe = prepare(dst, e);
-  REQUIRE(pe.layout.vector_width == 4);
-  const auto want = [&](i64 i) { return static_cast<float>(stream_word(seed, offset, i) >> 8) / 16777216.0f; };
-  auto check_space = [&](const elementwise_layout& L, const std::vector<operand_layout>& ops, int V) {
-    leaf_strides_source<std::uint32_t> src{ops.data() + 1, 0, 0};
-    const auto ev = build_evaluator(e, src);
-    const auto p = make_elementwise_params<std::uint32_t>(L);
-    const float* base = static_cast<const float*>(ops[0].data);
-    for (std::uint32_t w = 0; w < static_cast<std::uint32_t>(L.work); ++w) {
-      const auto c = V == 4 ? work_coord<4, fusex::max_rank>(p, w) : work_coord<1, fusex::max_rank>(p, w);
-      std::int64_t off = 0;
-      for (int d = 0; d < L.rank; ++d) off += static_cast<std::int64_t>(c.c[d]) * ops[0].s[d];
-      const std::int64_t elem = (base - y.data()) + off;  // element of y = the linear index
-      if (V == 4) {
-        const auto v = ev.template load<4>(c, no_context{});
-        for (int l = 0; l < 4; ++l) CHECK(v.v[l] == want(elem + l));
-      } else {
-        CHECK(ev.template load<1>(c, no_context{}).v[0] == want(elem));
-      }
-    }
-  };
-  std::vector<operand_layout> ops(pe.ops.begin(), pe.ops.end());
-  check_space(pe.layout, ops, 4);
-  for (i64 limit : {i64{16}, i64{24}, i64{40}}) {
-    INFO("limit " << limit);
-    const auto pieces = split_index32(pe.layout, ops.data(), static_cast<int>(ops.size()), limit);
-    CHECK(pieces.size() > 1);
-    i64 covered = 0;
-    for (const auto& piece : pieces) {
-      std::vector<operand_layout> po = ops;
-      for (std::size_t i = 0; i < po.size(); ++i) po[i].data = piece.data[i];  // strides unchanged
-      check_space(piece.layout, po, piece.layout.vector_width);
-      covered += piece.layout.numel;
-    }
-    CHECK(covered == rows * cols);
-  }
+  const auto e = fusex::as_expr(fusex::uniform({rows, cols}, seed, offset));
+  // (The element of y is the linear index.)
+  check_through_evaluators(e, y, rows, cols, [&](i64 elem) {
+    return static_cast<float>(stream_word(seed, offset, elem) >> 8) / 16777216.0f;
+  });
 }
 
 TEST_CASE("random: 2^24 uniform, normal and bernoulli samples pass mean, variance and chi-square tests",

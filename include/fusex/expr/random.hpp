@@ -78,14 +78,19 @@ FUSEX_HD FUSEX_FORCEINLINE std::uint32_t philox_word(std::uint64_t seed, std::ui
 
 namespace ops {
 
-/// The stream's raw 32-bit words (as int64 values in [0, 2^32)), one per linear index.
-struct random_bits {
-  static constexpr const char* name = "random_bits";
+/// What the random ops share: a result of type R from the int64 linear index, and the stream.
+template <class R>
+struct random_op {
   template <class I>
-  using result = std::int64_t;
+  using result = R;
   template <std::size_t, class I>
   using operand = std::int64_t;
   std::uint64_t seed = 0, offset = 0;
+};
+
+/// The stream's raw 32-bit words (as int64 values in [0, 2^32)), one per linear index.
+struct random_bits : random_op<std::int64_t> {
+  static constexpr const char* name = "random_bits";
   FUSEX_HD std::int64_t operator()(std::int64_t i) const {
     return static_cast<std::int64_t>(detail::philox_word(seed, offset, i));
   }
@@ -93,13 +98,8 @@ struct random_bits {
 
 /// Uniform on [0, 1): the word's top 24 bits times 2^-24, every float32 of that grid equally likely
 /// (exact on every backend).
-struct random_uniform {
+struct random_uniform : random_op<float> {
   static constexpr const char* name = "uniform";
-  template <class I>
-  using result = float;
-  template <std::size_t, class I>
-  using operand = std::int64_t;
-  std::uint64_t seed = 0, offset = 0;
   FUSEX_HD float operator()(std::int64_t i) const {
     return static_cast<float>(detail::philox_word(seed, offset, i) >> 8) * (1.0f / 16777216.0f);
   }
@@ -110,13 +110,8 @@ struct random_uniform {
 /// of words 2 and 3, with u1 = (w + 1) 2^-32 in (0, 1], r = sqrt(-2 ln u1), t = 2 pi w' 2^-32.
 /// Computed in double and rounded to float: host and GPU agree to within their double math
 /// libraries' last bits, so almost always exactly.
-struct random_normal {
+struct random_normal : random_op<float> {
   static constexpr const char* name = "normal";
-  template <class I>
-  using result = float;
-  template <std::size_t, class I>
-  using operand = std::int64_t;
-  std::uint64_t seed = 0, offset = 0;
   FUSEX_HD float operator()(std::int64_t i) const {
     std::uint32_t w[4];
     detail::philox_block(seed, offset, i, w);

@@ -58,6 +58,28 @@ inline void launch_finish(const reduce_kernels& k, const device_properties& dev,
   k.launch(k.node, l);
 }
 
+// A launch of a partial kernel (rows, cols, block, thread) over `leaves` with its `params`: 256
+// threads; the caller sets the kind and grid.
+inline reduce_launch partial_launch(const device_properties& dev, cudaStream_t stream, const operand_layout* leaves,
+                                    const void* params, void* partials, void* out) {
+  reduce_launch l;
+  l.block = dim3(256);
+  l.stream = stream;
+  l.dev = &dev;
+  l.leaves = leaves;
+  l.params = params;
+  l.partials = partials;
+  l.out = out;
+  return l;
+}
+
+// The grid of the kernels with a block per (split, output) (rows, block): outputs past the y
+// limit continue in z.
+inline dim3 split_output_grid(std::int64_t splits, std::int64_t k_count) {
+  const std::int64_t ky = at_most(k_count, grid_yz_limit);
+  return dim3(static_cast<unsigned>(splits), static_cast<unsigned>(ky), static_cast<unsigned>((k_count + ky - 1) / ky));
+}
+
 // The two-dimensional fast path: when every leaf folds to [kept, reduced] (or [reduced, kept])
 // strides with unit stride (or broadcast) along the inner one and 16-byte alignment, the
 // reduction runs with vector loads and two-term addressing. Returns false (nothing launched)
@@ -117,19 +139,10 @@ inline bool launch_2d(const reduce_kernels& k, const shape_t& s, const reduce_sp
   }
   p.splits = static_cast<std::uint32_t>(splits);
   void* partials = splits > 1 ? t.take(static_cast<std::size_t>(splits * sp.k_count) * k.acc_size) : nullptr;
-  reduce_launch l;
-  l.block = dim3(256);
-  l.stream = t.stream;
-  l.dev = &dev;
-  l.leaves = ops.data();
-  l.params = &p;
-  l.partials = partials;
-  l.out = out;
+  reduce_launch l = partial_launch(dev, t.stream, ops.data(), &p, partials, out);
   if (inner_reduced) {
-    const std::int64_t ky = at_most(sp.k_count, grid_yz_limit);
     l.kind = reduce_kernel_kind::rows;
-    l.grid = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(ky),
-                  static_cast<unsigned>((sp.k_count + ky - 1) / ky));
+    l.grid = split_output_grid(splits, sp.k_count);
   } else {
     l.kind = reduce_kernel_kind::cols;
     l.grid = dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
@@ -200,19 +213,10 @@ inline void launch_generic(const reduce_kernels& k, const shape_t& s, const redu
   } else if (splits > 1) {
     partials = t.take(static_cast<std::size_t>(splits * sp.k_count) * k.acc_size);
   }
-  reduce_launch l;
-  l.block = dim3(256);
-  l.stream = t.stream;
-  l.dev = &dev;
-  l.leaves = pos.data();
-  l.params = &p;
-  l.partials = partials;
-  l.out = out;
+  reduce_launch l = partial_launch(dev, t.stream, pos.data(), &p, partials, out);
   if (inner_reduced) {
-    const std::int64_t ky = at_most(sp.k_count, grid_yz_limit);
     l.kind = reduce_kernel_kind::block;
-    l.grid = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(ky),
-                  static_cast<unsigned>((sp.k_count + ky - 1) / ky));
+    l.grid = split_output_grid(splits, sp.k_count);
   } else {
     l.kind = reduce_kernel_kind::thread;
     l.grid = dim3(static_cast<unsigned>(at_most((sp.k_count * splits + 255) / 256, std::int64_t{dev.sm_count} * 64)));
