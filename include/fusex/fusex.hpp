@@ -14,6 +14,7 @@
 #include <fusex/expr/operators.hpp>
 #include <fusex/expr/random.hpp>
 #include <fusex/expr/reduce.hpp>
+#include <fusex/expr/share.hpp>
 #include <fusex/graph/graph.hpp>
 #include <fusex/memory/buffer.hpp>
 #include <fusex/copy.hpp>

@@ -407,10 +407,10 @@ void check_through_evaluators(const E& e, host_array<float>& y, i64 rows, i64 co
       for (int d = 0; d < L.rank; ++d) off += static_cast<std::int64_t>(c.c[d]) * ops[0].s[d];
       const std::int64_t elem = (base - y.data()) + off;  // element of y
       if (V == 4) {
-        const auto v = ev.template load<4>(c, no_context{});
+        const auto v = load_scope<4>(ev, c, no_context{});
         for (int l = 0; l < 4; ++l) CHECK(v.v[l] == want(elem + l));
       } else {
-        CHECK(ev.template load<1>(c, no_context{}).v[0] == want(elem));
+        CHECK(load_scope<1>(ev, c, no_context{}).v[0] == want(elem));
       }
     }
   };

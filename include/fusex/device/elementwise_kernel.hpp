@@ -87,7 +87,7 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
       c[u] = work_coord<V, R>(p, first + static_cast<Index>(u) * step);
-      r[u] = results{fusex::detail::get<I>(as).expr.template load<V>(c[u], no_context{})...};
+      r[u] = results{load_scope<V>(fusex::detail::get<I>(as).expr, c[u], no_context{})...};
     }
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u)
@@ -102,7 +102,7 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
     const Index w = first + static_cast<Index>(u) * step;
     if (w >= limit) return;
     const coord<Index, R> cw = work_coord<V, R>(p, w);
-    const results rw{fusex::detail::get<I>(as).expr.template load<V>(cw, no_context{})...};
+    const results rw{load_scope<V>(fusex::detail::get<I>(as).expr, cw, no_context{})...};
     (fusex::detail::get<I>(as).out.template store<V>(cw, fusex::detail::get<I>(rw)), ...);
   }
 }
@@ -114,7 +114,7 @@ FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, int rank,
   c.rank = rank;  // 1, or 2 when padded to [1, n]
   c.c[0] = 0;
   c.c[rank - 1] = e;
-  (fusex::detail::get<I>(as).out.template store<1>(c, fusex::detail::get<I>(as).expr.template load<1>(c, no_context{})),
+  (fusex::detail::get<I>(as).out.template store<1>(c, load_scope<1>(fusex::detail::get<I>(as).expr, c, no_context{})),
    ...);
 }
 

@@ -10,11 +10,14 @@
 #include <fusex/expr/index.hpp>
 #include <fusex/expr/node.hpp>
 #include <fusex/expr/reduce.hpp>
+#include <fusex/expr/share.hpp>
+#include <fusex/expr/detail/share.hpp>
 #include <fusex/expr/detail/tree.hpp>
 #include <fusex/plan/cache_roles.hpp>
 #include <fusex/plan/elementwise_plan.hpp>
 
 #include <fusex/core/detail/tuple.hpp>
+#include <fusex/core/detail/type_list.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -62,6 +65,8 @@ struct leaf_eval {
   using compute_type = compute_t<T>;
   const T* p;
   Index stride[max_rank];
+
+  bool same_data(const leaf_eval& o) const { return p == o.p && std::memcmp(stride, o.stride, sizeof(stride)) == 0; }
 
   // The innermost stride, read with compile-time indices (a run-time index would copy the
   // stride array to local memory).
@@ -134,6 +139,10 @@ struct index_eval {
   std::int64_t base;
   Index stride[max_rank];
 
+  bool same_data(const index_eval& o) const {
+    return base == o.base && std::memcmp(stride, o.stride, sizeof(stride)) == 0;
+  }
+
   template <int V, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<std::int64_t, V> load(const coord<Index, R>& c, const Ctx&) const {
     const std::int64_t first = base + static_cast<std::int64_t>(c.offset(stride));
@@ -159,6 +168,8 @@ struct scalar_eval {
   using compute_type = compute_t<T>;
   compute_type value;
 
+  bool same_data(const scalar_eval& o) const { return std::memcmp(&value, &o.value, sizeof(value)) == 0; }
+
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx&) const {
     vec<compute_type, V> r;
@@ -174,6 +185,9 @@ struct map_eval {
   using compute_type = compute_t<value_type>;
   Op op;
   fusex::detail::tuple<Children...> children;
+
+  static constexpr int share_kind = share_value;
+  bool same_data(const map_eval& o) const { return ops_equal(op, o.op); }
 
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
@@ -238,6 +252,12 @@ struct reduce_eval {
   Op op;
   Child child;
   int slot;
+  // The same reduction as an earlier one (expr/detail/share.hpp), whose slot it reads: the passes
+  // skip it.
+  bool dup = false;
+
+  static constexpr int share_kind = share_reduction;
+  bool same_data(const reduce_eval& o) const { return ops_equal(op, o.op); }
 
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx& ctx) const {
@@ -257,9 +277,157 @@ struct reduce_eval {
   }
   template <class C>
   FUSEX_HD FUSEX_FORCEINLINE reduce_eval<Op, C> with_children(const C& c) const {
-    return reduce_eval<Op, C>{op, c, slot};
+    return reduce_eval<Op, C>{op, c, slot, dup};
   }
 };
+
+// --- shared values (expr/detail/share.hpp) ---------------------------------------------------------
+/// Where the shared values of one evaluation of a scope (one work item of an elementwise kernel,
+/// one vector of a row's epilogue or of a reduction's operand) are kept: one vector per candidate
+/// type (Keys), in registers after inlining.
+template <int V, class Keys>
+struct share_memo;
+template <int V, class... Keys>
+struct share_memo<V, type_list<Keys...>> {
+  fusex::detail::tuple<vec<typename Keys::compute_type, V>...> v;
+  template <class K>
+  FUSEX_HD FUSEX_FORCEINLINE vec<typename K::compute_type, V>& get() {
+    return fusex::detail::get<type_index<K, Keys...>::value>(v);
+  }
+};
+/// An evaluation context with the memo of its scope.
+template <class Ctx, class Memo>
+struct memo_context : Ctx {
+  using memo_type = Memo;
+  Memo* memo;
+};
+template <class Ctx, class = void>
+struct has_memo : std::false_type {};
+template <class Ctx>
+struct has_memo<Ctx, std::void_t<typename Ctx::memo_type>> : std::true_type {};
+
+/// A candidate value node (Key: its evaluator type before wrapping) with its role: computed on its
+/// own (share_compute), computed and kept for later uses (share_store), or read from the memo
+/// (share_reuse). The role is a kernel parameter, so the branch is uniform; every candidate of a
+/// tree keeps its own code (a tree whose equal-typed values differ at run time computes each).
+/// The evaluator of fusex::share: its child, with the node's identity for the sharing analysis.
+template <class E>
+struct share_mark_eval {
+  using value_type = typename E::value_type;
+  using compute_type = typename E::compute_type;
+  E child;
+  std::uint64_t share_id;
+
+  static constexpr int share_kind = share_value;
+  bool same_data(const share_mark_eval&) const { return true; }
+
+  template <int V, class Index, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
+    return child.template load<V>(c, ctx);
+  }
+
+  // The inner node interface (expr/detail/tree.hpp).
+  static constexpr std::size_t arity = 1;
+  template <std::size_t I>
+  FUSEX_HD FUSEX_FORCEINLINE const E& child_at() const {
+    return child;
+  }
+  template <class C>
+  FUSEX_HD FUSEX_FORCEINLINE share_mark_eval<C> with_children(const C& c) const {
+    return share_mark_eval<C>{c, share_id};
+  }
+};
+
+template <class Key, class E>
+struct shared_eval {
+  using value_type = typename E::value_type;
+  using compute_type = typename E::compute_type;
+  E child;
+  int role;
+
+  template <int V, class Index, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
+    static_assert(has_memo<Ctx>::value, "fusex: internal: a shared value evaluated outside load_scope");
+    auto& m = ctx.memo->template get<Key>();
+    if (role == share_reuse) return m;
+    const vec<compute_type, V> x = child.template load<V>(c, ctx);
+    if (role == share_store) m = x;
+    return x;
+  }
+
+  // The inner node interface (expr/detail/tree.hpp).
+  static constexpr std::size_t arity = 1;
+  template <std::size_t I>
+  FUSEX_HD FUSEX_FORCEINLINE const E& child_at() const {
+    return child;
+  }
+  template <class C>
+  FUSEX_HD FUSEX_FORCEINLINE shared_eval<Key, C> with_children(const C& c) const {
+    return shared_eval<Key, C>{c, role};
+  }
+};
+
+template <class N, class... K>
+struct memo_keys_f : type_lists_merge<K...> {};
+template <class Key, class E, class K>
+struct memo_keys_f<shared_eval<Key, E>, K> : type_list_add<K, Key> {};
+/// The shared values' keys in an evaluator tree.
+template <class E>
+using memo_keys_t = fold_type_t<E, memo_keys_f>;
+
+/// Evaluates the root of a scope (every kernel's entry into a tree: the expression of an
+/// elementwise kernel, a row's epilogue, a reduction's operand) at c, with the memo its shared
+/// values need.
+template <int V, class E, class Index, int R, class Ctx>
+FUSEX_HD FUSEX_FORCEINLINE vec<typename E::compute_type, V> load_scope(const E& e, const coord<Index, R>& c,
+                                                                       const Ctx& ctx) {
+  using keys = memo_keys_t<E>;
+  if constexpr (keys::size == 0) {
+    return e.template load<V>(c, ctx);
+  } else {
+    share_memo<V, keys> m;
+    return e.template load<V>(c, memo_context<Ctx, share_memo<V, keys>>{ctx, &m});
+  }
+}
+
+/// Wraps the candidates of an evaluator tree (a fold_tree visitor, in the post-order of the
+/// share_table): value nodes in shared_eval with their roles; a reduction that repeats an earlier
+/// one reads that one's slot and is skipped by the passes.
+template <class Dups, class Table>
+struct share_wrapper : rebuild_tree {
+  const Table& t;
+  int next = 0;
+  using rebuild_tree::operator();
+  template <class N, class K0, class... K>
+  auto operator()(const N& n, const K0& k0, const K&... k) {
+    auto rebuilt = n.with_children(k0, k...);
+    if constexpr (!type_list_contains<N, Dups>::value) {
+      return rebuilt;
+    } else {
+      const share_entry& x = t.e[static_cast<std::size_t>(next++)];
+      if constexpr (share_kind_of<N>::value == share_reduction) {
+        if (x.role == share_reuse) {
+          rebuilt.slot = static_cast<const N*>(t.e[static_cast<std::size_t>(x.rep)].node)->slot;
+          rebuilt.dup = true;
+        }
+        return rebuilt;
+      } else {
+        return shared_eval<N, decltype(rebuilt)>{rebuilt, x.role};
+      }
+    }
+  }
+};
+/// The evaluator tree with its shared values marked (unchanged where no node type repeats).
+template <class E>
+auto share_values(const E& e) {
+  if constexpr (share_count_v<E> == 0) {
+    return e;
+  } else {
+    const share_table<E> t = share_roles(e);
+    share_wrapper<share_dups_t<E>, share_table<E>> w{{}, t};
+    return fold_tree(e, w);
+  }
+}
 
 // --- the row kernel's register cache -------------------------------------------------------------
 // An operand written several times in an expression (the x of (x - mean(x)) * rsqrt(var(x))) is
@@ -268,33 +436,10 @@ struct reduce_eval {
 // is told at run time whether it is that operand (it then reads the shared registers) or another
 // one of the same type (it reads memory on each use, mostly L1/L2 hits).
 
-template <class... T>
-struct type_list {};
-template <class L, class T>
-struct type_list_add;
-template <class... Ts, class T>
-struct type_list_add<type_list<Ts...>, T> {
-  using type = std::conditional_t<(std::is_same_v<T, Ts> || ...), type_list<Ts...>, type_list<Ts..., T>>;
-};
-// The types of list B not in list A, appended to A.
-template <class A, class B>
-struct type_list_merge {
-  using type = A;
-};
-template <class A, class B0, class... B>
-struct type_list_merge<A, type_list<B0, B...>> : type_list_merge<typename type_list_add<A, B0>::type, type_list<B...>> {};
 template <class N, class... K>
 struct leaf_types_f {  // terminals other than leaves: none
   using type = type_list<>;
 };
-template <class... K>
-struct type_lists_merge;
-template <>
-struct type_lists_merge<> {
-  using type = type_list<>;
-};
-template <class L0, class... L>
-struct type_lists_merge<L0, L...> : type_list_merge<L0, typename type_lists_merge<L...>::type> {};
 template <class N, class K0, class... K>
 struct leaf_types_f<N, K0, K...> : type_lists_merge<K0, K...> {};  // inner nodes: merged left to right
 template <class T, class Index>
@@ -321,12 +466,6 @@ template <class T, int W, int K>
 struct leaf_cache {
   vec<compute_t<T>, W> v[K];
 };
-template <class T, class... Ts>
-struct type_index;
-template <class T, class... Ts>
-struct type_index<T, T, Ts...> : std::integral_constant<std::size_t, 0> {};
-template <class T, class U, class... Ts>
-struct type_index<T, U, Ts...> : std::integral_constant<std::size_t, 1 + type_index<T, Ts...>::value> {};
 
 template <int W, int K, class L>
 struct row_cache_set;
@@ -454,18 +593,6 @@ template <class... T, bool... B>
 struct mark_in_reduction<type_list<leaf_entry<T, B>...>> {
   using type = type_list<leaf_entry<T, true>...>;
 };
-template <class A, class B>
-struct type_list_cat2;
-template <class... A, class... B>
-struct type_list_cat2<type_list<A...>, type_list<B...>> {
-  using type = type_list<A..., B...>;
-};
-template <class... L>
-struct type_list_cat {
-  using type = type_list<>;
-};
-template <class L0, class... L>
-struct type_list_cat<L0, L...> : type_list_cat2<L0, typename type_list_cat<L...>::type> {};
 template <class N, class... K>
 struct leaf_entries_f : type_list_cat<K...> {};  // inner nodes: the children's, in order; terminals: none
 template <class T, class Index>
@@ -656,6 +783,10 @@ struct leaf_strides_source {
   map_eval<Op, K...> operator()(const map_node<Op, A...>& n, const K&... k) {
     return map_eval<Op, K...>{n.op, {k...}};
   }
+  template <class C, class K>
+  share_mark_eval<K> operator()(const shared_node<C>& n, const K& k) {
+    return share_mark_eval<K>{k, n.share_id};
+  }
   template <class Op, class C, class K>
   reduce_eval<Op, K> operator()(const reduce_node<Op, C>& n, const K& k) {
     return reduce_eval<Op, K>{n.op, k, next_slot++};
@@ -666,12 +797,12 @@ struct leaf_strides_source {
   }
 };
 
-/// The evaluator of an expression.
+/// The evaluator of an expression, its shared values marked (share_values).
 template <class Index, class E>
 auto build_evaluator(const E& e, leaf_strides_source<Index>& src) {
-  return fold_tree(e, src);
+  return share_values(fold_tree(e, src));
 }
 template <class Node, class Index>
-using evaluator_t = fold_tree_t<Node, leaf_strides_source<Index>>;
+using evaluator_t = decltype(build_evaluator(std::declval<const Node&>(), std::declval<leaf_strides_source<Index>&>()));
 
 }  // namespace fusex::detail

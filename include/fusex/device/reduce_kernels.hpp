@@ -183,13 +183,14 @@ __device__ FUSEX_FORCEINLINE typename Op::template acc<T> lift_vec(const Op& op,
 template <int W, class Index, class R, class Acc, class Ctx>
 __device__ FUSEX_FORCEINLINE void row_lift(const R& r, Acc& acc, const coord<Index, 2>& c, Index j, const Ctx& ctx) {
   using T = typename R::input_type;
-  const auto v = r.child.template load<W>(c, ctx);
+  const auto v = load_scope<W>(r.child, c, ctx);
   acc = lift_vec<T, W>(r.op, v.v, static_cast<std::int64_t>(j) * W);
 }
 // Folds those elements into one reduction's running accumulator.
 template <int W, class Index, class R, class Acc, class Ctx>
 __device__ FUSEX_FORCEINLINE void row_accumulate(const R& r, Acc& acc, const coord<Index, 2>& c, Index j,
                                                  const Ctx& ctx) {
+  if (r.dup) return;  // an earlier reduction computes its value (a uniform branch)
   Acc part;
   row_lift<W>(r, part, c, j, ctx);
   acc = r.op.template combine<typename R::input_type>(acc, part);
@@ -200,6 +201,7 @@ template <class Index, class R, class Acc>
 __device__ FUSEX_FORCEINLINE void row_publish(const R& r, Acc acc, const row_params<Index>& p, bool active, int lane,
                                               std::uint64_t* slots, unsigned char* scratch) {
   using T = typename R::input_type;
+  if (r.dup) return;
   auto combine = [&](const Acc& a, const Acc& b) { return r.op.template combine<T>(a, b); };
   acc = group_reduce(acc, combine, p.tpr, reinterpret_cast<Acc*>(scratch));
   if (active && lane == 0) {
@@ -260,7 +262,7 @@ __device__ FUSEX_FORCEINLINE void cached_visit(const R& r, const row_params<Inde
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  const auto v = r.child.template load<W>(c, cached_row_context<k, Set>{{slots}, &set});
+  const auto v = load_scope<W>(r.child, c, cached_row_context<k, Set>{{slots}, &set});
   f(acc, v.v, static_cast<std::int64_t>(j) * W);
 }
 
@@ -288,6 +290,7 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
   using T = typename R::input_type;
   using Op = typename R::op_type;
   constexpr int N = static_cast<int>(sizeof...(K));
+  if (r.dup) return;  // an earlier reduction computes its value
   if constexpr (has_two_level<Op, T>::value) {
     static_assert(std::int64_t{N} * W * row_max_threads <= Op::two_level_max_count,
                   "fusex: internal: a cached row longer than the op's two-level form allows");
@@ -380,7 +383,7 @@ __device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, 
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  out.template store<W>(c, ce.template load<W>(c, cached_row_context<k, Set>{{slots}, &set}));
+  out.template store<W>(c, load_scope<W>(ce, c, cached_row_context<k, Set>{{slots}, &set}));
 }
 
 /// The cached row: each leaf type's owner operand is loaded once (all loads in flight together),
@@ -405,7 +408,7 @@ __device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, c
     c.rank = 2;
     c.c[0] = row;
     c.c[1] = 0;
-    out.template store<1>(c, expr.template load<1>(c, row_context{slots}));
+    out.template store<1>(c, load_scope<1>(expr, c, row_context{slots}));
   }
 }
 
@@ -425,11 +428,11 @@ __device__ FUSEX_FORCEINLINE void row_epilogue(const row_params<Index>& p, const
   if (p.full) {
     for (Index j = static_cast<Index>(lane); j < p.cols / W; j += static_cast<Index>(p.tpr)) {
       c.c[1] = j * W;
-      out.template store<W>(c, expr.template load<W>(c, ctx));
+      out.template store<W>(c, load_scope<W>(expr, c, ctx));
     }
   } else if (lane == 0) {
     c.c[1] = 0;
-    out.template store<1>(c, expr.template load<1>(c, ctx));
+    out.template store<1>(c, load_scope<1>(expr, c, ctx));
   }
 }
 
@@ -504,7 +507,7 @@ __global__ void __launch_bounds__(256)
     for (Index n = s; n < p.n_count; n += p.splits) {
       decode(n, p.nk, p.nk + p.nr, p.div, c);
       acc = op.template combine<T>(
-          acc, op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(n) + p.n_base));
+          acc, op.template lift<T>(load_scope<1>(child, c, no_context{}).v[0], static_cast<std::int64_t>(n) + p.n_base));
     }
     if (partials == nullptr) out[k] = convert<OutT>(op.template finish<T>(acc, static_cast<std::int64_t>(p.n_count)));
     else partials[s * p.k_count + k] = acc;
@@ -541,7 +544,7 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < U; ++u) {
       coord<Index> cu = c;
       decode(n + static_cast<Index>(u) * step, p.nk, p.nk + p.nr, p.div, cu);
-      v[u] = child.template load<1>(cu, no_context{}).v[0];
+      v[u] = load_scope<1>(child, cu, no_context{}).v[0];
     }
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u)
@@ -550,7 +553,7 @@ __global__ void __launch_bounds__(256)
   }
   for (; n < p.n_count; n += step) {
     decode(n, p.nk, p.nk + p.nr, p.div, c);
-    acc[0] = combine(acc[0], op.template lift<T>(child.template load<1>(c, no_context{}).v[0],
+    acc[0] = combine(acc[0], op.template lift<T>(load_scope<1>(child, c, no_context{}).v[0],
                                                  static_cast<std::int64_t>(n) + p.n_base));
   }
   Acc a = acc[0];
@@ -593,7 +596,7 @@ __global__ void __launch_bounds__(256)
     for (int u = 0; u < U; ++u) {
       coord<Index, 2> cu = c;
       cu.c[1] = (j + static_cast<Index>(u) * step) * W;
-      v[u] = child.template load<W>(cu, no_context{});
+      v[u] = load_scope<W>(child, cu, no_context{});
     }
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u)
@@ -603,13 +606,13 @@ __global__ void __launch_bounds__(256)
   for (; j < nv; j += step) {
     c.c[1] = j * W;
     acc[0] = combine(acc[0],
-                     lift_vec<T, W>(op, child.template load<W>(c, no_context{}).v, static_cast<std::int64_t>(j) * W));
+                     lift_vec<T, W>(op, load_scope<W>(child, c, no_context{}).v, static_cast<std::int64_t>(j) * W));
   }
   if constexpr (W > 1) {
     for (Index e = nv * W + first; e < p.n_count; e += step) {
       c.c[1] = e;
       acc[1] = combine(acc[1],
-                       op.template lift<T>(child.template load<1>(c, no_context{}).v[0], static_cast<std::int64_t>(e)));
+                       op.template lift<T>(load_scope<1>(child, c, no_context{}).v[0], static_cast<std::int64_t>(e)));
     }
   }
   Acc a = acc[0];
@@ -658,7 +661,7 @@ __global__ void __launch_bounds__(256)
       for (int u = 0; u < U; ++u) {
         coord<Index, 2> cu = c;
         cu.c[0] = n + static_cast<Index>(u) * step;
-        v[u] = child.template load<W>(cu, no_context{});
+        v[u] = load_scope<W>(child, cu, no_context{});
       }
       FUSEX_UNROLL
       for (int u = 0; u < U; ++u) {
@@ -670,7 +673,7 @@ __global__ void __launch_bounds__(256)
     }
     for (; n < last; n += step) {
       c.c[0] = n;
-      const auto v = child.template load<W>(c, no_context{});
+      const auto v = load_scope<W>(child, c, no_context{});
       FUSEX_UNROLL
       for (int l = 0; l < W; ++l)
         acc[l] = op.template combine<T>(acc[l], op.template lift<T>(v.v[l], static_cast<std::int64_t>(n)));

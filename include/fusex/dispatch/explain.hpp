@@ -23,75 +23,98 @@ inline void indent(std::string& out, int depth) { out.append(static_cast<std::si
 /// `leaf` pointing at the planned operands (in visit order), leaves show their planned layout and
 /// whether they broadcast to `full`; without, their own view. Terminals of other layers (matmul)
 /// describe themselves through an overload of describe_terminal(node, const tree_printer&) (found
-/// by argument-dependent lookup through the printer).
+/// by argument-dependent lookup through the printer). A value computed once for several uses
+/// (expr/detail/share.hpp, `shares`) is printed once, with its number of uses; its later uses are
+/// one line each. The context is the depth, negative below such a line (nothing printed).
 struct tree_printer {
   std::string& out;
   const operand_layout* leaf = nullptr;
   const shape_t* full = nullptr;
+  const share_entry* shares = nullptr;
+  int n_shares = 0;
+
+  // The node's line, and the depth for its children.
+  int line(int depth, const void* node, const std::string& text) {
+    if (depth < 0) return depth;
+    indent(out, depth);
+    for (int i = 0; i < n_shares; ++i) {
+      const share_entry& x = shares[i];
+      if (x.node != node) continue;
+      if (x.role == share_reuse) {
+        out += text + (x.reduction ? " (the same reduction as above: computed once)\n"
+                                   : " (the shared value above, not computed again)\n");
+        return -1;
+      }
+      if (x.role == share_store) {
+        out += text + " [shared: computed once, " + std::to_string(x.uses) + " uses]\n";
+        return depth + 1;
+      }
+    }
+    out += text + '\n';
+    return depth + 1;
+  }
 
   template <class T>
   void operator()(const leaf_node<T>& n, int depth) {
-    indent(out, depth);
+    std::string text;
     if (leaf != nullptr) {
       const operand_layout& o = *leaf++;
-      out += "view " + operand_text(o);
-      if (full != nullptr && o.shape != *full) out += " (broadcast)";
+      text = "view " + operand_text(o);
+      if (full != nullptr && o.shape != *full) text += " (broadcast)";
     } else {
-      out += std::string("view ") + dtype_name<typename leaf_node<T>::value_type>() + " " + n.v.shape().str() +
+      text = std::string("view ") + dtype_name<typename leaf_node<T>::value_type>() + " " + n.v.shape().str() +
              " strides " + n.v.strides().str();
     }
-    out += '\n';
+    line(depth, &n, text);
   }
   void operator()(const index_node& n, int depth) {
-    indent(out, depth);
+    // (The node knows its kind; operand_text guesses it from the strides.)
+    std::string text = n.axis < 0 ? std::string("linear index") : "index along axis " + std::to_string(n.axis);
     if (leaf != nullptr) {
       const operand_layout& o = *leaf++;
-      // (The node knows its kind; operand_text guesses it from the strides.)
-      out += (n.axis < 0 ? std::string("linear index") : "index along axis " + std::to_string(n.axis)) + " of " +
-             o.shape.str() + " (int64, computed)";
-      if (full != nullptr && o.shape != *full) out += " (broadcast)";
+      text += " of " + o.shape.str() + " (int64, computed)";
+      if (full != nullptr && o.shape != *full) text += " (broadcast)";
     } else {
-      out += (n.axis < 0 ? std::string("linear index") : "index along axis " + std::to_string(n.axis)) + " of " +
-             n.extent.str() + " (int64, computed)";
+      text += " of " + n.extent.str() + " (int64, computed)";
     }
-    out += '\n';
+    line(depth, &n, text);
   }
   template <class T>
   void operator()(const scalar_node<T>& n, int depth) {
-    indent(out, depth);
-    out += std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)) + '\n';
+    line(depth, &n, std::string("scalar ") + dtype_name<T>() + " " + std::to_string(static_cast<double>(n.value)));
   }
   template <class Op, class... A>
-  int operator()(const map_node<Op, A...>&, int depth) {
-    indent(out, depth);
-    out += std::string(Op::name) + " -> " + dtype_name<typename map_node<Op, A...>::value_type>() + '\n';
-    return depth + 1;
+  int operator()(const map_node<Op, A...>& n, int depth) {
+    return line(depth, &n, std::string(Op::name) + " -> " + dtype_name<typename map_node<Op, A...>::value_type>());
+  }
+  template <class C>
+  int operator()(const shared_node<C>& n, int depth) {
+    return line(depth, &n, std::string("share -> ") + dtype_name<typename C::value_type>());
   }
   template <class Op, class C>
   int operator()(const reduce_node<Op, C>& n, int depth) {
-    indent(out, depth);
-    out += std::string(Op::name) + " over axes [";
+    std::string text = std::string(Op::name) + " over axes [";
     bool first = true;
     for (int d = 0; d < max_rank; ++d)
       if (n.mask & (1u << d)) {
-        out += (first ? "" : ", ") + std::to_string(d);
+        text += (first ? "" : ", ") + std::to_string(d);
         first = false;
       }
-    out += std::string("]") + (n.keep ? " keepdim" : "") + " -> " +
-           dtype_name<typename reduce_node<Op, C>::value_type>() + '\n';
-    return depth + 1;
+    text += std::string("]") + (n.keep ? " keepdim" : "") + " -> " +
+            dtype_name<typename reduce_node<Op, C>::value_type>();
+    return line(depth, &n, text);
   }
   template <class N>
   void operator()(const N& n, int depth) {
-    indent(out, depth);
-    out += describe_terminal(n, *this) + '\n';
+    line(depth, &n, describe_terminal(n, *this));
   }
 };
 /// Appends the tree of `e` to `out` at indentation `depth`; returns the planned leaves after its own.
 template <class E>
 const operand_layout* describe_tree(const E& e, std::string& out, int depth,
                                     const operand_layout* planned_leaves = nullptr, const shape_t* full = nullptr) {
-  tree_printer p{out, planned_leaves, full};
+  const share_table<E> shares = share_roles(e);
+  tree_printer p{out, planned_leaves, full, shares.e.data(), shares.size};
   visit_tree(e, p, depth);
   return p.leaf;
 }

@@ -52,19 +52,39 @@ template <class Op, class C>
 using materialized_reduction_t = leaf_node<compute_t<typename reduce_node<Op, C>::value_type>>;
 
 /// The tree with each reduction (its operand materialised first) replaced by what the reducer R
-/// returns for it: a leaf over its result.
-template <class R>
+/// returns for it: a leaf over its result. A reduction equal to an earlier one (the same op, axes
+/// and operand: expr/detail/share.hpp; only reduction types that occur more than once are looked
+/// up) takes that one's result: computed once.
+template <class R, class Dups>
 struct materializer : rebuild_tree {
+  struct done {
+    const void* node;  // the reduction in the caller's tree
+    bool (*same)(const void*, const void*);
+    const void* result;
+  };
   R& r;
+  std::vector<done> seen;
   using rebuild_tree::operator();
   template <class Op, class C, class K>
-  auto operator()(const reduce_node<Op, C>& n, const K& child) const {
-    return r(n.with_children(child));
+  auto operator()(const reduce_node<Op, C>& n, const K& child) {
+    using N = reduce_node<Op, C>;
+    using L = materialized_reduction_t<Op, C>;
+    if constexpr (type_list_contains<N, Dups>::value) {
+      for (const done& d : seen) {
+        if (d.same == &same_value_erased<N> && same_value(*static_cast<const N*>(d.node), n))
+          return L{{}, view<const typename L::value_type>(static_cast<const typename L::value_type*>(d.result), n.shape())};
+      }
+      const L leaf = r(n.with_children(child));
+      seen.push_back({&n, &same_value_erased<N>, leaf.v.data()});
+      return leaf;
+    } else {
+      return r(n.with_children(child));
+    }
   }
 };
 template <class E, class R>
 auto materialize(const E& e, R& r) {
-  materializer<R> m{{}, r};
+  materializer<R, share_dups_t<E>> m{{}, r, {}};
   return fold_tree(e, m);
 }
 

@@ -29,6 +29,7 @@ struct index_node : detail::expr_base {
   int axis = 0;    ///< normalised, in [0, extent.rank()); -1: the row-major linear index (linear_index)
 
   shape_t shape() const { return extent; }
+  bool same_data(const index_node& o) const { return axis == o.axis && extent == o.extent; }
   detail::leaf_info leaf(bool in_reduction) const {
     strides_t s;
     if (axis < 0) {

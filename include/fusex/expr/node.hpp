@@ -11,9 +11,11 @@
 #include <fusex/expr/ops.hpp>
 
 #include <fusex/core/detail/tuple.hpp>
+#include <fusex/expr/detail/share.hpp>
 #include <fusex/expr/detail/tree.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -69,6 +71,10 @@ struct leaf_node : detail::expr_base {
   view<const value_type> v;
 
   shape_t shape() const { return v.shape(); }
+  /// The same elements (expr/detail/share.hpp).
+  bool same_data(const leaf_node& o) const {
+    return v.data() == o.v.data() && v.shape() == o.v.shape() && v.strides() == o.v.strides();
+  }
   /// The planner's description of this leaf (a terminal that is a planner operand has one).
   detail::leaf_info leaf(bool in_reduction) const {
     return detail::leaf_info{v.data(),    static_cast<int>(sizeof(value_type)), dtype_of<value_type>(), v.shape(),
@@ -86,6 +92,7 @@ struct scalar_node : detail::expr_base {
   compute_t<T> value;
 
   shape_t shape() const { return shape_t{}; }
+  bool same_data(const scalar_node& o) const { return std::memcmp(&value, &o.value, sizeof(value)) == 0; }
 };
 
 /// `Op` applied elementwise to the child expressions `Args...`, broadcast together.
@@ -102,6 +109,9 @@ struct map_node : detail::expr_base {
   fusex::detail::tuple<Args...> args;
 
   map_node(Op o, Args... a) : op(o), args(a...) {}
+
+  static constexpr int share_kind = detail::share_value;
+  bool same_data(const map_node& o) const { return detail::ops_equal(op, o.op); }
 
   shape_t shape() const { return shape_impl(std::index_sequence_for<Args...>{}); }
 

@@ -57,6 +57,9 @@ struct reduce_node : detail::expr_base {
 
   reduce_node(Op o, Child c, std::uint32_t m, bool k) : op(o), child(c), mask(m), keep(k) {}
 
+  static constexpr int share_kind = detail::share_reduction;
+  bool same_data(const reduce_node& o) const { return detail::ops_equal(op, o.op) && mask == o.mask && keep == o.keep; }
+
   shape_t shape() const { return reduced_shape(child.shape()); }
   shape_t reduced_shape(const shape_t& in) const {
     shape_t out;

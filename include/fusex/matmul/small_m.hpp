@@ -44,7 +44,7 @@ struct gemm_value_eval {
 
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx& ctx) const {
-    static_assert(std::is_same_v<Ctx, gemm_context>,
+    static_assert(std::is_base_of_v<gemm_context, Ctx>,
                   "fusex::matmul: evaluate matmul expressions with fusex::eval, fusex::host::eval or "
                   "fusex::explain with <fusex/matmul.hpp> included (tie() and tensor::assign do not take them)");
     vec<compute_type, V> r;
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(small_m_max_threads)
         co.c[0] = static_cast<std::uint64_t>(bz);
         co.c[1] = static_cast<std::uint64_t>(m);
         co.c[2] = static_cast<std::uint64_t>(n);
-        out.template store<1>(co, epi.template load<1>(co, gemm_context{v}));
+        out.template store<1>(co, load_scope<1>(epi, co, gemm_context{v}));
       }
       if (warps > 1) __syncthreads();  // `partial` is rewritten for the next tile
     }
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(small_m_max_threads)
           co.c[0] = static_cast<std::uint64_t>(bz);
           co.c[1] = static_cast<std::uint64_t>(m0 + i);
           co.c[2] = static_cast<std::uint64_t>(n);
-          out.template store<1>(co, epi.template load<1>(co, gemm_context{acc[i]}));
+          out.template store<1>(co, load_scope<1>(epi, co, gemm_context{acc[i]}));
         }
       }
     }

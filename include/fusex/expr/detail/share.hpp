@@ -1,0 +1,209 @@
+#pragma once
+/// \file
+/// Shared values: which nodes of a tree compute the same value as an earlier node (issue #29 item
+/// 1). Written once for both kinds of tree (expression nodes and the evaluators built from them):
+///
+/// - `same_value(a, b)`: two nodes of one type compute the same value at every element: their
+///   own data are equal (`same_data`: a view's pointer, shape and strides; a scalar's bits; an op's
+///   state) and so are their children's. A node kind without `same_data` is never equal to
+///   another (a terminal of a higher layer, unless it says so).
+/// - The candidates are decided by the types alone (`share_dups_t`): a *value node* (a map, an
+///   explicit fusex::share) or a reduction whose type occurs more than once in the tree. A tree
+///   without them costs nothing more to compile or to launch.
+/// - `share_table`: the candidates in post-order (the order in which the kernels evaluate them:
+///   children left to right, and nodes of one type never nest), each with its *scope* (the
+///   expression that is evaluated together: the tree outside reductions, or one reduction's
+///   operand) and its role: the first of a set of equal values in one scope computes and keeps it
+///   (`share_store`), the later ones read it (`share_reuse`). Equal reductions are equal in any
+///   scope (each runs once per row, in its pass): the later ones reuse the first's result.
+
+#include <fusex/config.hpp>
+#include <fusex/core/detail/type_list.hpp>
+#include <fusex/expr/detail/tree.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+namespace fusex::detail {
+
+/// What a node kind is to the sharing analysis (a node says so with `static constexpr int
+/// share_kind`): nothing (terminals; default), a value (computed per element) or a reduction.
+inline constexpr int share_none = 0, share_value = 1, share_reduction = 2;
+template <class N, class = void>
+struct share_kind_of : std::integral_constant<int, share_none> {};
+template <class N>
+struct share_kind_of<N, std::void_t<decltype(N::share_kind)>> : std::integral_constant<int, N::share_kind> {};
+
+/// An op's state compared (ops are trivially copyable: kernel parameters): stateless ops are
+/// equal; others compare bytes (padding can only make equal ops look different, which loses the
+/// sharing, never the result).
+template <class Op>
+bool ops_equal(const Op& a, const Op& b) noexcept {
+  if constexpr (std::is_empty_v<Op>) {
+    return true;
+  } else {
+    static_assert(std::is_trivially_copyable_v<Op>, "fusex: ops are trivially copyable");
+    return std::memcmp(&a, &b, sizeof(Op)) == 0;
+  }
+}
+
+template <class N, class = void>
+struct has_same_data : std::false_type {};
+template <class N>
+struct has_same_data<N, std::void_t<decltype(std::declval<const N&>().same_data(std::declval<const N&>()))>>
+    : std::true_type {};
+template <class N, class = void>
+struct shared_by_identity : std::false_type {};
+template <class N>
+struct shared_by_identity<N, std::void_t<decltype(std::declval<const N&>().share_id)>> : std::true_type {};
+
+template <class N>
+bool same_value(const N& a, const N& b);
+template <class N, std::size_t... I>
+bool same_children(const N& a, const N& b, std::index_sequence<I...>) {
+  return (same_value(a.template child_at<I>(), b.template child_at<I>()) && ...);
+}
+/// Whether two nodes of one type compute the same value at every element (see the file comment).
+/// An explicit fusex::share is equal to its own copies whatever its contents.
+template <class N>
+bool same_value(const N& a, const N& b) {
+  if (&a == &b) return true;
+  if constexpr (shared_by_identity<N>::value) {
+    if (a.share_id == b.share_id) return true;
+  }
+  if constexpr (!has_same_data<N>::value) {
+    return false;
+  } else {
+    if (!a.same_data(b)) return false;
+    if constexpr (is_inner_v<N>) return same_children(a, b, std::make_index_sequence<tree_arity<N>::value>{});
+    return true;
+  }
+}
+
+// --- the candidates, from the types ---------------------------------------------------------------
+template <class All, class Dups>
+struct share_sets {
+  using all = All;    // the value and reduction node types of a subtree (a set)
+  using dups = Dups;  // those that occur more than once in it
+};
+template <class T, class... L>
+struct lists_containing : std::integral_constant<int, (0 + ... + static_cast<int>(type_list_contains<T, L>::value))> {};
+template <class U, class... L>
+struct types_in_two;  // the types of U found in at least two of the lists L
+template <class... U, class... L>
+struct types_in_two<type_list<U...>, L...> {
+  using type = typename type_list_cat<
+      std::conditional_t<(lists_containing<U, L...>::value >= 2), type_list<U>, type_list<>>...>::type;
+};
+template <class N, class... K>
+struct share_sets_f {
+  using merged = typename type_lists_merge<typename K::all...>::type;
+  using all = std::conditional_t<share_kind_of<N>::value != share_none,
+                                 typename type_list_add<merged, N>::type, merged>;
+  using dups = typename type_lists_merge<typename K::dups..., typename types_in_two<merged, typename K::all...>::type>::type;
+  using type = share_sets<all, dups>;
+};
+template <class N>
+struct share_sets_f<N> {
+  using type = share_sets<std::conditional_t<share_kind_of<N>::value != share_none, type_list<N>, type_list<>>,
+                          type_list<>>;
+};
+/// The node types of tree N that are candidates for sharing (occur more than once).
+template <class N>
+using share_dups_t = typename fold_type_t<N, share_sets_f>::dups;
+
+template <class Dups>
+struct share_count {
+  template <class N, class... K>
+  struct f : std::integral_constant<int, (0 + ... + K::value) + (type_list_contains<N, Dups>::value ? 1 : 0)> {};
+};
+/// The number of candidate nodes in tree N.
+template <class N>
+inline constexpr int share_count_v = fold_type_t<N, share_count<share_dups_t<N>>::template f>::value;
+
+// --- the roles, at run time -------------------------------------------------------------------------
+inline constexpr int share_compute = 0, share_store = 1, share_reuse = 2;
+
+/// One candidate node of a tree.
+struct share_entry {
+  const void* node = nullptr;
+  bool (*same)(const void*, const void*) = nullptr;  // same_value for its type (also its type's identity)
+  int scope = -1;  // -1: not yet known (the tree's top scope when the walk ends)
+  bool reduction = false;
+  int role = share_compute;
+  int rep = -1;   // the entry it reads (share_reuse), else itself
+  int uses = 1;   // share_store: the number of nodes that use the value
+};
+template <class N>
+bool same_value_erased(const void* a, const void* b) {
+  return same_value(*static_cast<const N*>(a), *static_cast<const N*>(b));
+}
+
+/// The candidates of a tree of type N, in post-order, with their roles.
+template <class N>
+struct share_table {
+  std::array<share_entry, static_cast<std::size_t>(share_count_v<N> > 0 ? share_count_v<N> : 1)> e{};
+  int size = 0;
+  int shared = 0;  // the number of values computed once for several uses
+};
+
+// Collects the candidates (a fold_tree visitor; each subtree folds to the index of its first entry).
+template <class Dups, std::size_t Cap>
+struct share_collector {
+  std::array<share_entry, Cap>& e;
+  int& size;
+  int next_scope = 1;
+
+  template <class N>
+  int operator()(const N&) {
+    return size;
+  }
+  template <class N, class K0, class... K>
+  int operator()(const N& n, const K0& first, const K&...) {
+    if constexpr (share_kind_of<N>::value == share_reduction) {
+      // The candidates of its operand so far without a scope are in the operand's scope.
+      const int scope = next_scope++;
+      for (int i = first; i < size; ++i)
+        if (e[static_cast<std::size_t>(i)].scope < 0) e[static_cast<std::size_t>(i)].scope = scope;
+    }
+    if constexpr (type_list_contains<N, Dups>::value) {
+      share_entry& x = e[static_cast<std::size_t>(size++)];
+      x.node = &n;
+      x.same = &same_value_erased<N>;
+      x.reduction = share_kind_of<N>::value == share_reduction;
+    }
+    return first;
+  }
+};
+
+/// The candidates of `tree` and their roles (post-order: what the kernels evaluate first comes
+/// first, so a reused value is always computed before it is read).
+template <class N>
+share_table<N> share_roles(const N& tree) {
+  share_table<N> t;
+  if constexpr (share_count_v<N> > 0) {
+    share_collector<share_dups_t<N>, t.e.size()> c{t.e, t.size};
+    fold_tree(tree, c);
+    for (int i = 0; i < t.size; ++i) {
+      share_entry& x = t.e[static_cast<std::size_t>(i)];
+      if (x.scope < 0) x.scope = 0;
+      x.rep = i;
+      for (int j = 0; j < i; ++j) {
+        share_entry& r = t.e[static_cast<std::size_t>(j)];
+        if (r.rep != j || r.same != x.same || (!x.reduction && r.scope != x.scope) || !x.same(r.node, x.node)) continue;
+        x.rep = j;
+        x.role = share_reuse;
+        if (r.role != share_store) ++t.shared;
+        r.role = share_store;
+        ++r.uses;
+        break;
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace fusex::detail

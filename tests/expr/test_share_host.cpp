@@ -1,0 +1,205 @@
+// Host tests of shared values (issue #29 item 1): a value used several times in an expression is
+// computed once per element, and a reduction repeated in it once per output. A counting functor
+// counts the evaluations (the host backend runs the kernels' evaluators); results are checked
+// against double references; values that only look alike (same types, other views or scalars) are
+// computed separately; explain prints each shared value once with its number of uses; and the
+// evaluators with their vector lanes and 32-bit pieces give the same values.
+#include <fusex/fusex.hpp>
+
+#include "host_test_support.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+using namespace fxt;
+using fusex::shape_t;
+
+namespace {
+// Counts its calls; equal copies (the same counter) are the same op.
+struct counted {
+  i64* calls;
+  float operator()(float x) const {
+    ++*calls;
+    return 0.5f * x + 0.25f;
+  }
+};
+double counted_ref(double x) { return 0.5 * x + 0.25; }
+double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+constexpr i64 R = 7, C = 12;
+}  // namespace
+
+TEST_CASE("share: a named value used twice is computed once per element", "[eval][share]") {
+  const auto x = random_default<float>(R * C);
+  const auto b = random_default<float>(C);
+  const auto X = x.cview({R, C}), B = b.cview({C});
+  i64 calls = 0;
+  auto xv = [&](i64 i) { return static_cast<double>(x[static_cast<std::size_t>(i)]); };
+  auto bv = [&](i64 i) { return static_cast<double>(b[static_cast<std::size_t>(i % C)]); };
+
+  // h * sigmoid(h): one evaluation of h per element, not two.
+  const auto h = fusex::map(counted{&calls}, X) + B;
+  host_array<float> y(R * C);
+  poison(y);
+  fusex::host::eval(y.view({R, C}), h * fusex::sigmoid(h));
+  CHECK(calls == R * C);
+  check_values<float>("h * sigmoid(h)", y, R * C, [&](std::size_t i) {
+    const double v = counted_ref(xv(static_cast<i64>(i))) + bv(static_cast<i64>(i));
+    return v * sigmoid_ref(v);
+  });
+
+  // A chain in which each step squares the last (a * a, then (a*a) * (a*a), ...): 16 uses of the
+  // first value, still one evaluation.
+  calls = 0;
+  const auto a1 = fusex::map(counted{&calls}, X);
+  const auto a2 = a1 * a1;
+  const auto a4 = a2 * a2;
+  const auto a8 = a4 * a4;
+  poison(y);
+  fusex::host::eval(y.view({R, C}), a8 * a8 - a1);
+  CHECK(calls == R * C);
+  check_values<float>("a^16 - a", y, R * C, [&](std::size_t i) {
+    const double v = counted_ref(xv(static_cast<i64>(i)));
+    return std::pow(v, 16) - v;
+  }, tolerance{1e-5, 1e-6});
+}
+
+TEST_CASE("share: equal-looking values over other operands are computed separately", "[eval][share]") {
+  const auto x = random_default<float>(R * C);
+  const auto z = random_default<float>(R * C);
+  const auto X = x.cview({R, C}), Z = z.cview({R, C});
+  i64 calls = 0;
+  host_array<float> y(R * C);
+  auto check = [&](const std::string& what, const auto& e, i64 want_calls, auto want) {
+    calls = 0;
+    poison(y);
+    fusex::host::eval(y.view({R, C}), e);
+    INFO(what);
+    CHECK(calls == want_calls);
+    check_values<float>(what, y, R * C, want);
+  };
+  auto xv = [&](std::size_t i) { return static_cast<double>(x[i]); };
+  auto zv = [&](std::size_t i) { return static_cast<double>(z[i]); };
+  // The same types over another view, another scalar, another view of the same memory (a
+  // transposed square), and another functor state: all computed.
+  check("f(x) * f(z)", fusex::map(counted{&calls}, X) * fusex::map(counted{&calls}, Z), 2 * R * C,
+        [&](std::size_t i) { return counted_ref(xv(i)) * counted_ref(zv(i)); });
+  check("(f(x) + 1) * (f(x) + 2)", (fusex::map(counted{&calls}, X) + 1.0f) * (fusex::map(counted{&calls}, X) + 2.0f),
+        R * C,  // f(x) itself is shared: the two sums differ only above it
+        [&](std::size_t i) { return (counted_ref(xv(i)) + 1) * (counted_ref(xv(i)) + 2); });
+  i64 other = 0;
+  check("f(x) - f'(x)", fusex::map(counted{&calls}, X) - fusex::map(counted{&other}, X), R * C,
+        [&](std::size_t) { return 0.0; });
+  CHECK(other == R * C);
+  const auto sq = random_default<float>(C * C);
+  const auto S = sq.cview({C, C});
+  const auto St = fusex::make_view(sq.data(), shape_t{C, C}, fusex::strides_t{1, C});
+  host_array<float> t(C * C);
+  calls = 0;
+  poison(t);
+  fusex::host::eval(t.view({C, C}), fusex::map(counted{&calls}, S) + fusex::map(counted{&calls}, St));
+  CHECK(calls == 2 * C * C);
+  check_values<float>("f(S) + f(S^T)", t, C * C, [&](std::size_t i) {
+    const std::size_t r = i / C, c = i % C;
+    return counted_ref(sq[r * C + c]) + counted_ref(sq[c * C + r]);
+  });
+}
+
+TEST_CASE("share: a repeated reduction is computed once", "[eval][share][reduce]") {
+  const auto x = random_default<float>(R * C);
+  const auto X = x.cview({R, C});
+  i64 calls = 0;
+  auto xv = [&](i64 r, i64 c) { return static_cast<double>(x[static_cast<std::size_t>(r * C + c)]); };
+  std::vector<double> mean(R), var(R);
+  for (i64 r = 0; r < R; ++r) {
+    double s = 0, q = 0;
+    for (i64 c = 0; c < C; ++c) s += counted_ref(xv(r, c));
+    mean[static_cast<std::size_t>(r)] = s / C;
+    for (i64 c = 0; c < C; ++c) q += std::pow(counted_ref(xv(r, c)) - s / C, 2);
+    var[static_cast<std::size_t>(r)] = q / C;
+  }
+  host_array<float> y(R * C);
+
+  // sum(f(x)) twice: the operand is evaluated for one reduction.
+  const auto s = fusex::sum(fusex::map(counted{&calls}, X), -1, fusex::keepdim);
+  poison(y);
+  fusex::host::eval(y.view({R, C}), s * s + s);
+  CHECK(calls == R * C);
+  check_values<float>("s * s + s", y, R * C, [&](std::size_t i) {
+    const double v = mean[i / C] * C;
+    return v * v + v;
+  }, tolerance{1e-5, 1e-5});
+
+  // n * gelu(n) with n a normalisation written out: as many evaluations of f as n alone.
+  const auto u = fusex::map(counted{&calls}, X);
+  const auto n = (u - fusex::mean(u, -1, fusex::keepdim)) * fusex::rsqrt(fusex::var(u, -1, 0, fusex::keepdim) + 1e-5f);
+  calls = 0;
+  poison(y);
+  fusex::host::eval(y.view({R, C}), n);
+  const i64 alone = calls;
+  CHECK(alone == 3 * R * C);  // mean's operand, var's operand, the epilogue
+  calls = 0;
+  poison(y);
+  fusex::host::eval(y.view({R, C}), n * fusex::gelu(n));
+  CHECK(calls == alone);
+  check_values<float>("n * gelu(n)", y, R * C, [&](std::size_t i) {
+    const std::size_t r = i / C;
+    const double v = (counted_ref(x[i]) - mean[r]) / std::sqrt(var[r] + 1e-5);
+    return v * 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+  }, tolerance{1e-4, 1e-4});
+}
+
+TEST_CASE("share: fusex::share marks one value; explain prints it once with its uses", "[eval][share]") {
+  const auto x = random_default<float>(R * C);
+  const auto b = random_default<float>(C);
+  const auto X = x.cview({R, C}), B = b.cview({C});
+  i64 calls = 0;
+  const auto h = fusex::share(fusex::map(counted{&calls}, X) + B);
+  host_array<float> y(R * C);
+  poison(y);
+  fusex::host::eval(y.view({R, C}), h * h + h);
+  CHECK(calls == R * C);
+  check_values<float>("h * h + h", y, R * C, [&](std::size_t i) {
+    const double v = counted_ref(x[i]) + b[i % C];
+    return v * v + v;
+  });
+  // Two share() calls are two values, unless their contents are equal too.
+  const auto g = fusex::share(fusex::map(counted{&calls}, X) + 1.0f);
+  const auto k = fusex::share(fusex::map(counted{&calls}, X) + 2.0f);
+  calls = 0;
+  poison(y);
+  fusex::host::eval(y.view({R, C}), g * k);
+  CHECK(calls == R * C);  // f(x) below them is one value; the sums are two
+  STATIC_REQUIRE(std::is_same_v<fusex::result_t<decltype(h)>, float>);
+
+  const std::string text = fusex::explain(y.view({R, C}), h * h + h);
+  INFO(text);
+  CHECK(contains(text, "share -> float32 [shared: computed once, 3 uses]"));
+  CHECK(contains(text, "(the shared value above, not computed again)"));
+  // Printed once: its operands appear once.
+  CHECK(text.find("view float32") != std::string::npos);
+  const auto first = text.find("broadcast");
+  CHECK(first != std::string::npos);
+  CHECK(text.find("broadcast", first + 1) == std::string::npos);
+
+  const auto u = fusex::map(counted{&calls}, X);
+  const auto n = (u - fusex::mean(u, -1, fusex::keepdim)) * fusex::rsqrt(fusex::var(u, -1, 0, fusex::keepdim) + 1e-5f);
+  const std::string rows = fusex::explain(y.view({R, C}), n * fusex::gelu(n));
+  INFO(rows);
+  CHECK(contains(rows, "[shared: computed once, 2 uses]"));
+  CHECK(contains(rows, "(the shared value above, not computed again)"));
+}
+
+TEST_CASE("share: through the kernels' evaluators, vector lanes and 32-bit pieces", "[eval][share]") {
+  constexpr i64 rows = 4, cols = 16;
+  const auto x = random_default<float>(rows * cols);
+  const auto X = x.cview({rows, cols});
+  host_array<float> y(rows * cols);
+  const auto h = X * 0.5f + 0.25f;
+  const auto e = (h * h) * (h * h) + h;  // exact float arithmetic: the same bits as the reference
+  check_through_evaluators(e, y, rows, cols, [&](i64 i) {
+    const float v = x[static_cast<std::size_t>(i)] * 0.5f + 0.25f;
+    return (v * v) * (v * v) + v;
+  });
+}
