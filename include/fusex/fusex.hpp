@@ -20,4 +20,5 @@
 #include <fusex/copy.hpp>
 #include <fusex/memory/resource.hpp>
 #include <fusex/monitor.hpp>
+#include <fusex/random_generator.hpp>
 #include <fusex/version.hpp>

@@ -123,3 +123,57 @@ TEST_CASE("gpu: bf16 dropout (bf16 storage) matches the host backend", "[gpu][ra
   for (std::size_t i = 0; i < got.size(); ++i) bad += std::memcmp(&got[i], &want[i], sizeof(fusex::bfloat16)) != 0;
   CHECK(bad == 0);
 }
+
+TEST_CASE("gpu: a random_generator's captured step draws new numbers on each replay, equal to eager runs",
+          "[gpu][random][generator]") {
+  const std::int64_t n = (1 << 16) + 3, m = 1000;
+  const std::uint64_t seed = 99, start = 5, per_step = static_cast<std::uint64_t>(n + m);
+  const auto hx = random_values<float>(static_cast<std::size_t>(n), -2, 2, 29);
+  device_array<float> x(hx.size()), y1(hx.size()), y2(static_cast<std::size_t>(m)), e1(hx.size()),
+      e2(static_cast<std::size_t>(m));
+  x.upload(hx);
+  const auto xv = fusex::make_view<const float>(x.data(), {n});
+  stream_guard sg;
+  fusex::random_generator gen(seed, start);
+  fusex::graph_exec step = [&] {
+    fusex::graph_capture cap(sg.s);
+    fusex::eval(fusex::make_view(y1.data(), {n}), fusex::dropout(xv, 0.25, gen.draw(n)), sg.s);
+    fusex::eval(fusex::make_view(y2.data(), {m}), fusex::normal({m}, gen.draw(m)), sg.s);
+    gen.advance(sg.s);
+    return cap.finish();
+  }();
+  CHECK(gen.step_draws() == 0);
+  std::vector<float> previous;
+  for (std::uint64_t r = 0; r < 3; ++r) {
+    INFO("replay " << r);
+    y1.poison();
+    y2.poison();
+    step.launch(sg.s);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+    // The same draws eagerly, with the offsets the r-th step has.
+    const std::uint64_t base = start + r * per_step;
+    fusex::eval(fusex::make_view(e1.data(), {n}), fusex::dropout(xv, 0.25, seed, base), sg.s);
+    fusex::eval(fusex::make_view(e2.data(), {m}), fusex::normal({m}, seed, base + static_cast<std::uint64_t>(n)), sg.s);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+    const auto got1 = y1.download();
+    CHECK(got1 == e1.download());
+    CHECK(y2.download() == e2.download());
+    CHECK(got1 != previous);  // new masks on each replay
+    previous = got1;
+  }
+  CHECK(gen.offset(sg.s) == start + 3 * per_step);
+
+  // Eagerly: each step's draws continue where the last step's stopped.
+  fusex::random_generator eager(3);
+  for (std::uint64_t r = 0; r < 2; ++r) {
+    fusex::eval(fusex::make_view(y2.data(), {m}), fusex::uniform({m}, eager.draw(m)), sg.s);
+    eager.advance(sg.s);
+    fusex::eval(fusex::make_view(e2.data(), {m}), fusex::uniform({m}, 3, r * static_cast<std::uint64_t>(m)), sg.s);
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(sg.s));
+    CHECK(y2.download() == e2.download());
+  }
+  CHECK_THROWS_AS(eager.draw(-1), fusex::invalid_argument);
+  fusex::random_generator moved = std::move(eager);
+  CHECK_THROWS_AS(eager.draw(1), fusex::invalid_argument);  // NOLINT(bugprone-use-after-move): the check
+  CHECK(moved.offset(sg.s) == 2 * static_cast<std::uint64_t>(m));
+}

@@ -9,6 +9,7 @@
 #include "host_test_support.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -289,6 +290,34 @@ TEST_CASE("random: bad arguments throw, naming the function and the value", "[ra
   host_array<float> x(4);
   throws_with([&] { (void)fusex::dropout(x.cview({4}), -0.1, 0); }, "fusex::dropout: p = -0.1");
   throws_with([] { (void)fusex::uniform({2, -1}, 0); }, "negative extent");
+}
+
+TEST_CASE("random: a key is (seed, offset); one with a device offset is refused by the host backend",
+          "[random][generator]") {
+  const fusex::shape_t s{33, 17};
+  host_array<float> a(33 * 17), b(33 * 17);
+  fusex::host::eval(a.view(s), fusex::uniform(s, fusex::random_key{7, 9}));
+  fusex::host::eval(b.view(s), fusex::uniform(s, 7, 9));
+  CHECK(std::memcmp(a.data(), b.data(), 33 * 17 * sizeof(float)) == 0);
+  const auto x = random_default<float>(33 * 17);
+  fusex::host::eval(a.view(s), fusex::dropout(x.cview(s), 0.3, fusex::random_key{7, 9}) + fusex::normal(s, {7, 10}));
+  fusex::host::eval(b.view(s), fusex::dropout(x.cview(s), 0.3, 7, 9) + fusex::normal(s, 7, 10));
+  CHECK(std::memcmp(a.data(), b.data(), 33 * 17 * sizeof(float)) == 0);
+  // A random_generator's key points at device memory: the host backend says so instead of reading it.
+  const std::int64_t not_on_the_host = 0;
+  const fusex::random_key k{7, 9, &not_on_the_host};
+  try {
+    fusex::host::eval(a.view(s), fusex::uniform(s, k));
+    FAIL("no exception");
+  } catch (const fusex::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("random_generator") != std::string::npos);
+  }
+  try {
+    (void)fusex::bernoulli(s, 2.0, k);
+    FAIL("no exception");
+  } catch (const fusex::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("fusex::bernoulli: p = 2") != std::string::npos);
+  }
 }
 
 TEST_CASE("random: explain shows the generator over the linear index", "[random][explain]") {

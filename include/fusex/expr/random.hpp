@@ -86,13 +86,30 @@ struct random_op {
   template <std::size_t, class I>
   using operand = std::int64_t;
   std::uint64_t seed = 0, offset = 0;
+  /// A random_generator's offset in device memory, added to `offset` when the kernel runs (so a
+  /// captured graph draws new numbers on each replay); nullptr: none.
+  const std::int64_t* base = nullptr;
+
+  /// The stream's offset for this evaluation.
+  FUSEX_HD FUSEX_FORCEINLINE std::uint64_t stream_offset() const {
+#if defined(__CUDA_ARCH__)
+    return base == nullptr ? offset : offset + static_cast<std::uint64_t>(__ldg(base));
+#else
+    if (base != nullptr) {
+      throw invalid_argument(
+          "fusex: a random expression drawn from a fusex::random_generator reads its offset from device memory; "
+          "evaluate it with fusex::eval (the host backend cannot)");
+    }
+    return offset;
+#endif
+  }
 };
 
 /// The stream's raw 32-bit words (as int64 values in [0, 2^32)), one per linear index.
 struct random_bits : random_op<std::int64_t> {
   static constexpr const char* name = "random_bits";
   FUSEX_HD std::int64_t operator()(std::int64_t i) const {
-    return static_cast<std::int64_t>(detail::philox_word(seed, offset, i));
+    return static_cast<std::int64_t>(detail::philox_word(seed, stream_offset(), i));
   }
 };
 
@@ -101,7 +118,7 @@ struct random_bits : random_op<std::int64_t> {
 struct random_uniform : random_op<float> {
   static constexpr const char* name = "uniform";
   FUSEX_HD float operator()(std::int64_t i) const {
-    return static_cast<float>(detail::philox_word(seed, offset, i) >> 8) * (1.0f / 16777216.0f);
+    return static_cast<float>(detail::philox_word(seed, stream_offset(), i) >> 8) * (1.0f / 16777216.0f);
   }
 };
 
@@ -114,7 +131,7 @@ struct random_normal : random_op<float> {
   static constexpr const char* name = "normal";
   FUSEX_HD float operator()(std::int64_t i) const {
     std::uint32_t w[4];
-    detail::philox_block(seed, offset, i, w);
+    detail::philox_block(seed, stream_offset(), i, w);
     const int lane = static_cast<int>(static_cast<std::uint64_t>(i) & 3u);
     const std::uint32_t a = lane < 2 ? w[0] : w[2], b = lane < 2 ? w[1] : w[3];
     constexpr double two_pi = 6.283185307179586476925286766559;
@@ -128,54 +145,81 @@ struct random_normal : random_op<float> {
 
 }  // namespace ops
 
+/// Where a draw's numbers come from: the seed and the offset, plus (from a random_generator) the
+/// generator's offset in device memory, read when the kernel runs.
+struct random_key {
+  std::uint64_t seed = 0;
+  std::uint64_t offset = 0;
+  const std::int64_t* base = nullptr;
+};
+
 namespace detail {
 template <class Op>
-auto random_of(const char* what, const shape_t& s, std::uint64_t seed, std::uint64_t offset) {
+auto random_of(const char* what, const shape_t& s, const random_key& key) {
   for (int d = 0; d < s.rank(); ++d) {  // (named here: linear_index would name itself)
     if (s[d] < 0) throw shape_error(std::string("fusex::") + what + ": shape " + s.str() + " has a negative extent");
   }
   Op op;
-  op.seed = seed;
-  op.offset = offset;
+  op.seed = key.seed;
+  op.offset = key.offset;
+  op.base = key.base;
   return make_map(op, linear_index(s));
+}
+inline void check_probability(const char* what, double p) {
+  if (!(p >= 0.0 && p <= 1.0)) {
+    throw invalid_argument(std::string("fusex::") + what + ": p = " + std::to_string(p) +
+                           " is not a probability (0 <= p <= 1)");
+  }
 }
 }  // namespace detail
 
 /// The raw Philox4x32-10 stream over shape `s` (int64 values in [0, 2^32)): for tests of the
 /// generator and for users who derive their own distributions.
+inline auto random_bits(const shape_t& s, const random_key& key) {
+  return detail::random_of<ops::random_bits>("random_bits", s, key);
+}
 inline auto random_bits(const shape_t& s, std::uint64_t seed, std::uint64_t offset = 0) {
-  return detail::random_of<ops::random_bits>("random_bits", s, seed, offset);
+  return random_bits(s, random_key{seed, offset});
 }
 /// Uniform float32 values on [0, 1) over shape `s`, determined by (seed, offset).
+inline auto uniform(const shape_t& s, const random_key& key) {
+  return detail::random_of<ops::random_uniform>("uniform", s, key);
+}
 inline auto uniform(const shape_t& s, std::uint64_t seed, std::uint64_t offset = 0) {
-  return detail::random_of<ops::random_uniform>("uniform", s, seed, offset);
+  return uniform(s, random_key{seed, offset});
 }
 /// Standard normal float32 values over shape `s`, determined by (seed, offset).
+inline auto normal(const shape_t& s, const random_key& key) {
+  return detail::random_of<ops::random_normal>("normal", s, key);
+}
 inline auto normal(const shape_t& s, std::uint64_t seed, std::uint64_t offset = 0) {
-  return detail::random_of<ops::random_normal>("normal", s, seed, offset);
+  return normal(s, random_key{seed, offset});
 }
 /// Booleans over shape `s`, true with probability p (uniform(s, seed, offset) < p, with p rounded
 /// to float32). Throws fusex::invalid_argument unless 0 <= p <= 1.
+inline auto bernoulli(const shape_t& s, double p, const random_key& key) {
+  detail::check_probability("bernoulli", p);
+  return uniform(s, key) < static_cast<float>(p);
+}
 inline auto bernoulli(const shape_t& s, double p, std::uint64_t seed, std::uint64_t offset = 0) {
-  if (!(p >= 0.0 && p <= 1.0)) {
-    throw invalid_argument("fusex::bernoulli: p = " + std::to_string(p) + " is not a probability (0 <= p <= 1)");
-  }
-  return uniform(s, seed, offset) < static_cast<float>(p);
+  return bernoulli(s, p, random_key{seed, offset});
 }
 /// Inverted dropout: each element of x kept with probability 1 - p and scaled by 1 / (1 - p), else
 /// zero (a dropped NaN too), in x's floating type; the mask is bernoulli(x's shape, 1 - p, seed,
 /// offset) recomputed in the kernel, never stored. p = 1 gives zeros. Throws
 /// fusex::invalid_argument unless 0 <= p <= 1.
 template <class X, std::enable_if_t<is_operand_v<X>, int> = 0>
-auto dropout(const X& x, double p, std::uint64_t seed, std::uint64_t offset = 0) {
+auto dropout(const X& x, double p, const random_key& key) {
   static_assert(is_floating_v<result_t<X>>,
                 "fusex::dropout: x must have a floating element type (float, double, half, bfloat16)");
-  if (!(p >= 0.0 && p <= 1.0)) {
-    throw invalid_argument("fusex::dropout: p = " + std::to_string(p) + " is not a probability (0 <= p <= 1)");
-  }
+  detail::check_probability("dropout", p);
   const auto e = as_expr(x);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;  // (in x's type, as any scalar operand)
-  return where(uniform(e.shape(), seed, offset) >= static_cast<float>(p), e * scale, 0);
+  return where(uniform(e.shape(), key) >= static_cast<float>(p), e * scale, 0);
+}
+template <class X, std::enable_if_t<is_operand_v<X>, int> = 0>
+auto dropout(const X& x, double p, std::uint64_t seed, std::uint64_t offset = 0) {
+  return dropout(x, p, random_key{seed, offset});
 }
 
 }  // namespace fusex
