@@ -27,6 +27,21 @@ TEST_CASE("matmul gpu: odd shapes", "[matmul][gpu]") {
   }
 }
 
+TEST_CASE("matmul gpu: one product used twice (h * sigmoid(h)) on every path", "[matmul][gpu][share]") {
+  for (auto sh : {std::array<std::int64_t, 3>{8, 96, 64}, {300, 130, 70}}) {
+    INFO("M N K " << sh[0] << " " << sh[1] << " " << sh[2]);
+    fusex_test::stream_guard s;
+    linear_setup<float> L(sh[0], sh[1], sh[2], 9);
+    for (auto p : all_paths) {
+      INFO("path " << path_name(p));
+      const auto h = fusex::linear(L.x.v, L.w.v, L.bias.v, path(p));
+      check_eval<float>(
+          s.s, L.P, h * fusex::sigmoid(h), [&](double v, auto, auto, std::int64_t j) { return silu_ref(v + L.b(j)); },
+          tolerance<float>(sh[2]));
+    }
+  }
+}
+
 TEST_CASE("matmul gpu: transposed and column-major operands", "[matmul][gpu]") {
   fusex_test::stream_guard s;
   const std::int64_t M = 70, N = 50, K = 40;

@@ -173,6 +173,18 @@ TEST_CASE("matmul host: every epilogue form", "[matmul][host]") {
   std::vector<bfloat16> ob(static_cast<std::size_t>(M * N));
   fusex::host::eval(fusex::view<bfloat16>(ob.data(), {M, N}), fusex::linear(x, w, bias));
   check_close(ob, R([&](double p, auto, std::int64_t j) { return fusex_test::round_to<bfloat16>(p + B(j)); }), 1.6e-2);
+  // One product used twice (h * sigmoid(h), written out): one GEMM; a second, different product
+  // in the same expression is refused.
+  {
+    const auto h = fusex::linear(x, w, bias);
+    fusex::host::eval(o, h * fusex::sigmoid(h));
+    check_close(out, R([&](double p, auto, std::int64_t j) { return silu_ref(p + B(j)); }), tol);
+    const std::string plan = fusex::explain(o, h * fusex::sigmoid(h));
+    CHECK_CONTAINS(plan, "(the shared value above, not computed again)");
+    std::vector<float> w2v(wv);
+    fusex::view<float> w2(w2v.data(), {N, K});
+    CHECK_THROWS_AS(fusex::host::eval(o, fusex::linear(x, w) + fusex::linear(x, w2)), fusex::invalid_argument);
+  }
   // A reduction over the product: the GEMM is materialised, then the reduction plan runs.
   std::vector<float> rs(static_cast<std::size_t>(M));
   fusex::host::eval(fusex::view<float>(rs.data(), {M}), fusex::sum(fusex::linear(x, w), 1));

@@ -160,8 +160,9 @@ void plan_peel(const view<D>& dst, const E& e, const gemm_output& o, matmul_deci
 /// strides cuBLASLt cannot take.
 template <class D, class E>
 matmul_decision plan_matmul(const view<D>& dst, const E& e) {
-  static_assert(matmul_count_v<E> == 1,
-                "fusex: an expression may contain one matmul; evaluate the others into tensors first");
+  static_assert(one_matmul_v<E>,
+                "fusex: an expression may contain one matmul product (used any number of times, one type); "
+                "evaluate the others into tensors first");
   using M = matmul_type_t<E>;
   using T = typename M::value_type;
   const M& mm = find_matmul(e);
@@ -386,8 +387,9 @@ void eval_matmul_device(const view<D>& dst, const E& e, cudaStream_t stream) {
 /// device's temporary), then the expression with the product as a leaf.
 template <class D, class E>
 void eval_matmul_host(const view<D>& dst, const E& e) {
-  static_assert(matmul_count_v<E> == 1,
-                "fusex: an expression may contain one matmul; evaluate the others into tensors first");
+  static_assert(one_matmul_v<E>,
+                "fusex: an expression may contain one matmul product (used any number of times, one type); "
+                "evaluate the others into tensors first");
   const auto& mm = find_matmul(e);
   const shape_t es = e.shape();
   if (!broadcasts_to(es, dst.shape())) {

@@ -133,6 +133,16 @@ struct matmul_node : detail::expr_base {
   matmul_node(view<const T> a_, view<const T> b_, matmul_options o, const char* who = "matmul")
       : a(a_), b(b_), options(o), dims(detail::check_gemm<T>(who, a_, b_)) {}
 
+  /// The same product (expr/detail/share.hpp): the same operand views and options. An expression
+  /// may use one product several times (`h = linear(...); h * sigmoid(h)`).
+  bool same_data(const matmul_node& o) const {
+    const auto same_view = [](const view<const T>& x, const view<const T>& y) {
+      return x.data() == y.data() && x.shape() == y.shape() && x.strides() == y.strides();
+    };
+    return same_view(a, o.a) && same_view(b, o.b) && options.allow_tf32 == o.options.allow_tf32 &&
+           options.path == o.options.path && options.float32_intermediate == o.options.float32_intermediate;
+  }
+
   /// [M, N], or [batch, M, N] when an operand is batched.
   shape_t shape() const {
     if (dims.batched) return shape_t{dims.batch, dims.m, dims.n};
@@ -149,6 +159,17 @@ struct matmul_count_f<matmul_node<T>> : std::integral_constant<int, 1> {};
 /// Number of matmul nodes in an expression type.
 template <class E>
 inline constexpr int matmul_count_v = fold_type_t<std::decay_t<E>, matmul_count_f>::value;
+
+template <class N, class... K>
+struct matmul_types_f : type_lists_merge<K...> {};
+template <class T>
+struct matmul_types_f<matmul_node<T>> {
+  using type = type_list<matmul_node<T>>;
+};
+/// Whether an expression type has matmul nodes, all of one type: it may compute one product (used
+/// any number of times; find_matmul checks at run time that they are one).
+template <class E>
+inline constexpr bool one_matmul_v = fold_type_t<std::decay_t<E>, matmul_types_f>::size == 1;
 
 template <class A, class... R>
 struct first_non_void {
@@ -175,17 +196,26 @@ using matmul_type_t = fold_type_t<std::decay_t<E>, matmul_type_f>;
 template <class M>
 struct matmul_finder {
   const M* found = nullptr;
-  void operator()(const M& n, int) { found = &n; }
+  bool several = false;  // another product than the first
+  void operator()(const M& n, int) {
+    if (found == nullptr) found = &n;
+    else if (!same_value(*found, n)) several = true;
+  }
   template <class N>
   int operator()(const N&, int) const {
     return 0;
   }
 };
-/// The one matmul node of an expression.
+/// The one matmul product of an expression (its first node; the others must be the same product:
+/// fusex::invalid_argument otherwise).
 template <class E>
 const matmul_type_t<E>& find_matmul(const E& e) {
   matmul_finder<matmul_type_t<E>> f;
   visit_tree(e, f, 0);
+  if (f.several) {
+    throw invalid_argument("fusex: an expression may contain one matmul product (used any number of times); this one "
+                           "has several different ones: evaluate the others into tensors first");
+  }
   return *f.found;
 }
 

@@ -42,6 +42,10 @@ struct gemm_value_eval {
   using value_type = T;
   using compute_type = compute_t<T>;
 
+  // Every matmul node of an expression is the same product (find_matmul checks), so every gemm
+  // value is the one accumulator.
+  bool same_data(const gemm_value_eval&) const { return true; }
+
   template <int V, class Index, int R, class Ctx>
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>&, const Ctx& ctx) const {
     static_assert(std::is_base_of_v<gemm_context, Ctx>,

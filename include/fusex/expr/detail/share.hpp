@@ -146,6 +146,7 @@ bool same_value_erased(const void* a, const void* b) {
 template <class N>
 struct share_table {
   std::array<share_entry, static_cast<std::size_t>(share_count_v<N> > 0 ? share_count_v<N> : 1)> e{};
+  std::array<int, static_cast<std::size_t>(share_count_v<N> > 0 ? share_count_v<N> : 1)> first{};  // of each subtree
   int size = 0;
   int shared = 0;  // the number of values computed once for several uses
 };
@@ -155,6 +156,7 @@ template <class Dups, std::size_t Cap>
 struct share_collector {
   std::array<share_entry, Cap>& e;
   int& size;
+  std::array<int, Cap>& first_of;  // each entry's first entry (its subtree's entries are first_of .. itself)
   int next_scope = 1;
 
   template <class N>
@@ -170,6 +172,7 @@ struct share_collector {
         if (e[static_cast<std::size_t>(i)].scope < 0) e[static_cast<std::size_t>(i)].scope = scope;
     }
     if constexpr (type_list_contains<N, Dups>::value) {
+      first_of[static_cast<std::size_t>(size)] = first;
       share_entry& x = e[static_cast<std::size_t>(size++)];
       x.node = &n;
       x.same = &same_value_erased<N>;
@@ -179,28 +182,60 @@ struct share_collector {
   }
 };
 
+// Gives each live entry (`skip` false) of the kind asked for its role among the earlier live ones.
+template <std::size_t Cap>
+void match_shares(std::array<share_entry, Cap>& e, int size, bool reductions, const bool* skip) {
+  for (int i = 0; i < size; ++i) {
+    share_entry& x = e[static_cast<std::size_t>(i)];
+    if (x.reduction != reductions || skip[i]) continue;
+    x.role = share_compute;
+    x.rep = i;
+    x.uses = 1;
+    for (int j = 0; j < i; ++j) {
+      share_entry& r = e[static_cast<std::size_t>(j)];
+      if (skip[j] || r.reduction != reductions || r.rep != j || r.same != x.same) continue;
+      if ((!reductions && r.scope != x.scope) || !x.same(r.node, x.node)) continue;
+      x.rep = j;
+      x.role = share_reuse;
+      r.role = share_store;
+      ++r.uses;
+      break;
+    }
+  }
+}
+
 /// The candidates of `tree` and their roles (post-order: what the kernels evaluate first comes
 /// first, so a reused value is always computed before it is read).
 template <class N>
 share_table<N> share_roles(const N& tree) {
   share_table<N> t;
   if constexpr (share_count_v<N> > 0) {
-    share_collector<share_dups_t<N>, t.e.size()> c{t.e, t.size};
+    constexpr std::size_t cap = static_cast<std::size_t>(share_count_v<N>);
+    share_collector<share_dups_t<N>, cap> c{t.e, t.size, t.first};
     fold_tree(tree, c);
+    for (int i = 0; i < t.size; ++i)
+      if (t.e[static_cast<std::size_t>(i)].scope < 0) t.e[static_cast<std::size_t>(i)].scope = 0;
+    bool none[cap] = {}, dead[cap] = {};
+    // Reductions first (equal in any scope), then values among every candidate, to find the ones
+    // that are never evaluated: the values of a reused value's own scope below it, and everything
+    // below a repeated reduction (the passes skip it).
+    match_shares(t.e, t.size, true, none);
+    match_shares(t.e, t.size, false, none);
+    for (int i = 0; i < t.size; ++i) {
+      const share_entry& x = t.e[static_cast<std::size_t>(i)];
+      if (x.role != share_reuse) continue;
+      for (int j = t.first[static_cast<std::size_t>(i)]; j < i; ++j) {
+        const share_entry& y = t.e[static_cast<std::size_t>(j)];
+        if (x.reduction || (!y.reduction && y.scope == x.scope)) dead[j] = true;
+      }
+    }
+    // The values again among the evaluated ones, so that a value's uses count only evaluations (the
+    // sin inside a reused subtree is not "used" by the copies that are never computed).
+    match_shares(t.e, t.size, false, dead);
     for (int i = 0; i < t.size; ++i) {
       share_entry& x = t.e[static_cast<std::size_t>(i)];
-      if (x.scope < 0) x.scope = 0;
-      x.rep = i;
-      for (int j = 0; j < i; ++j) {
-        share_entry& r = t.e[static_cast<std::size_t>(j)];
-        if (r.rep != j || r.same != x.same || (!x.reduction && r.scope != x.scope) || !x.same(r.node, x.node)) continue;
-        x.rep = j;
-        x.role = share_reuse;
-        if (r.role != share_store) ++t.shared;
-        r.role = share_store;
-        ++r.uses;
-        break;
-      }
+      if (dead[i]) x.role = share_compute, x.rep = i, x.uses = 1;
+      if (x.role == share_store) ++t.shared;
     }
   }
   return t;
