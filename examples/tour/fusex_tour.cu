@@ -48,6 +48,7 @@ struct options {
   bool force_host = false;
   bool pdl = true;
   bool tf32 = false;  // float32 GEMMs on TF32 tensor cores (every version)
+  bool chain_one_expression = false;  // each chain block as one expression
   std::int64_t batch = 16;
   std::int64_t hidden = 256;
   std::int64_t layers = 100;  // MLP depth
@@ -108,6 +109,9 @@ void print_help(std::FILE* out) {
                "  --tf32            let the float32 GEMMs of every version use TF32 tensor cores\n"
                "                    (fusex::matmul_options::allow_tf32; off: float32-accurate products;\n"
                "                    no effect on the host backend)\n"
+               "  --chain-one-expression\n"
+               "                    write each chain block as one expression (one row kernel; its\n"
+               "                    repeated layer_norm is computed once) instead of two\n"
                "  --json FILE       also write the results as JSON to FILE\n"
                "  --device N        the CUDA device to use (default 0)\n"
                "  --host            use the host backend even when a GPU is present\n"
@@ -177,6 +181,9 @@ options parse(int argc, char** argv, bool& exit_now, int& exit_code) {
     } else if (a == "--tf32") {
       no_value();
       o.tf32 = true;
+    } else if (a == "--chain-one-expression") {
+      no_value();
+      o.chain_one_expression = true;
     } else if (a == "--device") {
       o.device = static_cast<int>(parse_count(a, take(), 0, 1023));
     } else if (a == "--batch") {
@@ -332,8 +339,8 @@ struct workload {
 // A long chain of small steps: per block, 7 operations unfused, 2 fused kernels.
 class chain_workload : public workload {
  public:
-  chain_workload(bool host, std::int64_t batch, std::int64_t hidden, std::int64_t blocks)
-      : B_(batch), D_(hidden), x_(host, batch * hidden), out_(host, batch * hidden) {
+  chain_workload(bool host, std::int64_t batch, std::int64_t hidden, std::int64_t blocks, bool one_expression)
+      : B_(batch), D_(hidden), one_expression_(one_expression), x_(host, batch * hidden), out_(host, batch * hidden) {
     lcg r(1);
     x_.fill(r, -1.0f, 1.0f);
     for (std::int64_t i = 0; i < blocks; ++i) {
@@ -367,7 +374,11 @@ class chain_workload : public workload {
       auto scale = v1(p.scale.data(), D_);
       auto shift = v1(p.shift.data(), D_);
       auto w = v1(p.w.data(), D_);
-      if (fused) {
+      if (fused && one_expression_) {
+        // One kernel per block: rms_norm uses its argument three times, and fusex computes it
+        // once per scope (the layer_norm's reductions once per row: docs/ops.md, "Shared values").
+        b.eval(next, fusex::rms_norm(cur + fusex::gelu(fusex::layer_norm(cur, g, bb) * scale + shift) * 0.5f, w));
+      } else if (fused) {
         // Two kernels per block. (Written as one expression, the rms_norm's reduction nests over
         // the layer_norm's and the block is one kernel of three dependent phases; measured on the
         // H200 at [16, 256] that kernel took about twice as long as these two: the rows are short,
@@ -400,6 +411,7 @@ class chain_workload : public workload {
     block_params(bool host, std::int64_t d) : g(host, d), b(host, d), scale(host, d), shift(host, d), w(host, d) {}
   };
   std::int64_t B_, D_;
+  bool one_expression_;
   param x_, out_;
   std::vector<std::unique_ptr<block_params>> blocks_;
 };
@@ -567,7 +579,7 @@ class mlp_workload : public workload {
 };
 
 std::unique_ptr<workload> make_workload(const std::string& name, bool host, const options& o) {
-  if (name == "chain") return std::make_unique<chain_workload>(host, o.batch, o.hidden, o.blocks);
+  if (name == "chain") return std::make_unique<chain_workload>(host, o.batch, o.hidden, o.blocks, o.chain_one_expression);
   fusex::matmul_options mm;
   mm.allow_tf32 = o.tf32;
   if (name == "transformer") return std::make_unique<transformer_workload>(host, o.batch, o.seq, o.hidden, mm);

@@ -13,7 +13,8 @@
 #   both ways at the end.
 #   BENCHES (space-separated) picks the benchmark programs; TARGETS (space-separated) limits the
 #   new build to those targets and CTEST_ARGS picks the tests (default -L gpu); TOUR=0 skips
-#   fusex-tour and MATMUL_BUDGET=0 test_matmul_gpu (a short run on little device time);
+#   fusex-tour and MATMUL_BUDGET=0 test_matmul_gpu (a short run on little device time); TOUR_ONE=1
+#   also runs the new tour's chain with --chain-one-expression;
 #   FILTER_<program> (e.g. FILTER_bench_reduce='bm_copy|bm_column') runs only the cases it matches.
 # Logs and JSON: /tmp/ab, packed by `wait` as $OUT/ab.tar.gz.
 # Usage: COMMIT=<new commit> tools/maintainer/device_ab.sh start | wait SECONDS
@@ -104,6 +105,12 @@ for ((r = 1; r <= ${ROUNDS:-1}; ++r)); do
     timeout 180 "build/ab-$side/examples/fusex-tour" --json "$L/fusex_tour-$c-$side-r$r.json" > "$L/tour-$side-r$r.log" 2>&1
     stamp "fusex-tour $side r$r exit $?"
   done
+  # TOUR_ONE=1: the new tour's chain again with each block written as one expression.
+  if [ "${TOUR:-1}" != 0 ] && [ "${TOUR_ONE:-0}" = 1 ]; then
+    timeout 120 build/ab-new/examples/fusex-tour --workload chain --chain-one-expression \
+      --json "$L/fusex_tour-$new_commit-new-one-expression-r$r.json" > "$L/tour-new-one-r$r.log" 2>&1
+    stamp "fusex-tour (chain, one expression) new r$r exit $?"
+  fi
 done
 [ -n "$matmul_pid" ] && kill -CONT -- -"$matmul_pid" 2>/dev/null && stamp "test_matmul_gpu build continued"
 [ -n "$matmul_pid" ] && wait "$matmul_pid"
