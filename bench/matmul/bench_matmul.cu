@@ -15,6 +15,7 @@
 //      kernel vs cuBLASLt (range 2); per-layer time is the counter `us_per_layer`, and
 //      `chooser_fusex` says what the current thresholds pick. The crossover sets the thresholds of
 //      fusex::matmul_chooser_settings (docs/matmul.md).
+//  (e) mixed precision: (a) with a float32 bias, into a bf16 and a float32 destination.
 #include <fusex/fusex.hpp>
 #include <fusex/matmul.hpp>
 
@@ -164,6 +165,37 @@ void bm_large(benchmark::State& state) {
                                                                                 : "float32 temporary + kernel");
     secs = fusex_bench::time_with_events(
         state, s, [&] { fusex::eval(yv, fusex::gelu_tanh(fusex::linear(xv, wv, bv, o)) * 0.5f + rv, s); });
+  }
+  report_flops(state, 2.0 * double(M) * double(N) * double(K), secs);
+}
+
+// --- (e) mixed precision: bf16 x and w, a float32 bias (issue #29 item 4) --------------------------
+// relu(linear(x, w, b32)) next to (a)'s single-dtype fusex_fused. range(3) = 0: a bf16 destination
+// (cuBLASLt's bias must be in the output dtype, so the product goes to a float32 temporary and one
+// kernel adds the bias and stores bf16: computed in float32, rounded once); 1: a float32
+// destination (one cuBLASLt call, RELU_BIAS with the float32 bias).
+void bm_mixed(benchmark::State& state) {
+  const std::int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const bool out32 = state.range(3) != 0;
+  device_buffer<bfloat16> x(M * K, -1, 1, 1), w(N * K, -0.05f, 0.05f, 2), y16(out32 ? 1 : M * N);
+  device_buffer<float> b(N, -1, 1, 3), y32(out32 ? M * N : 1);
+  auto xv = fusex::make_view(x.p, {M, K});
+  auto wv = fusex::make_view(w.p, {N, K});
+  auto bv = fusex::make_view(b.p, {N});
+  const cudaStream_t s = bench_stream();
+  const auto e = [&] { return fusex::relu(fusex::linear(xv, wv, bv)); };
+  double secs = 0;
+  if (out32) {
+    auto yv = fusex::make_view(y32.p, {M, N});
+    state.SetLabel(fusex::explain(yv, e()).find("cuBLASLt, 1 call") != std::string::npos ? "float32 out: one cuBLASLt call"
+                                                                                          : "float32 out: NOT one call");
+    secs = fusex_bench::time_with_events(state, s, [&] { fusex::eval(yv, e(), s); });
+  } else {
+    auto yv = fusex::make_view(y16.p, {M, N});
+    state.SetLabel(fusex::explain(yv, e()).find("float32 temporary") != std::string::npos
+                       ? "bf16 out: GEMM into a float32 temporary + kernel"
+                       : "bf16 out: other route");
+    secs = fusex_bench::time_with_events(state, s, [&] { fusex::eval(yv, e(), s); });
   }
   report_flops(state, 2.0 * double(M) * double(N) * double(K), secs);
 }
@@ -328,6 +360,15 @@ BENCHMARK(bm_large<fusex_custom_f32>)
 BENCHMARK(bm_large<direct_gelu>)
     ->Args({8192, 8192, 8192})
     ->Args({4096, 4096, 1024})
+    ->Iterations(30)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+// (e)
+BENCHMARK(bm_mixed)
+    ->Args({8192, 8192, 8192, 0})
+    ->Args({8192, 8192, 8192, 1})
+    ->Args({4096, 4096, 1024, 0})
+    ->Args({4096, 4096, 1024, 1})
     ->Iterations(30)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

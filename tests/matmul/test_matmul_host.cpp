@@ -502,6 +502,58 @@ TEST_CASE("matmul host: the part of an epilogue cuBLASLt computes before the res
   }
 }
 
+// Mixed precision (issue #29 item 4): x and w in bfloat16 or float16, the bias and the other
+// epilogue operands in float32; the product accumulates in float32 and the whole epilogue runs in
+// float32, rounded once at the store.
+template <class T>
+void mixed_linear_case() {
+  const std::int64_t M = 5, N = 12, K = 33;
+  auto xv = random_values<T>(static_cast<std::size_t>(M * K), -1, 1, 61);
+  auto wv = random_values<T>(static_cast<std::size_t>(N * K), -1, 1, 62);
+  auto bv = random_values<float>(static_cast<std::size_t>(N), -1, 1, 63);
+  auto rv = random_values<float>(static_cast<std::size_t>(M * N), -1, 1, 64);
+  fusex::view<T> x(xv.data(), {M, K}), w(wv.data(), {N, K});
+  fusex::view<float> bias(bv.data(), {N}), res(rv.data(), {M, N});
+  const mat P = reference_product(x, w.t());
+  auto ref = [&](bool round16) {
+    std::vector<double> r(static_cast<std::size_t>(M * N));
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        const double v = gelu_tanh_ref(P.at(0, i, j) + bv[static_cast<std::size_t>(j)]) +
+                         0.5 * rv[static_cast<std::size_t>(i * N + j)];
+        r[static_cast<std::size_t>(i * N + j)] = round16 ? fusex_test::round_to<T>(v) : v;
+      }
+    return r;
+  };
+  const auto e = fusex::gelu_tanh(fusex::linear(x, w, bias)) + 0.5f * res;
+  STATIC_REQUIRE(std::is_same_v<fusex::result_t<decltype(e)>, float>);  // computed in float32
+  std::vector<float> of(static_cast<std::size_t>(M * N), -7.0f);
+  fusex::host::eval(fusex::view<float>(of.data(), {M, N}), e);
+  check_close(of, ref(false), 1e-5);
+  std::vector<T> o16(static_cast<std::size_t>(M * N), fusex::convert<T>(-7.0));
+  fusex::host::eval(fusex::view<T>(o16.data(), {M, N}), e);
+  check_close(o16, ref(true), host_tol<T>(K));  // one rounding, at the store
+  // The routes: into float32, cuBLASLt's epilogue takes the float32 bias (its bias is in the output
+  // dtype); into T it cannot, so the product goes to a float32 temporary and the epilogue, bias
+  // included, runs in float32 (no rounding of the product to T first). At M = 5 the fusex kernel
+  // reads the float32 bias itself.
+  fusex::matmul_options lt;
+  lt.path = fusex::matmul_path::cublaslt;
+  const auto el = fusex::gelu_tanh(fusex::linear(x, w, bias, lt));
+  const std::string a = fusex::explain(fusex::view<float>(of.data(), {M, N}), el);
+  CHECK_CONTAINS(a, "CUBLASLT_EPILOGUE_GELU_BIAS");
+  const std::string b = fusex::explain(fusex::view<T>(o16.data(), {M, N}), el);
+  CHECK_CONTAINS(b, "GEMM into a float32 temporary");
+  CHECK_CONTAINS(b, "a bias whose dtype differs from the destination's");
+  const std::string c = fusex::explain(fusex::view<T>(o16.data(), {M, N}), e);
+  CHECK_CONTAINS(c, "fusex GEMM kernel");
+}
+
+TEST_CASE("matmul host: mixed precision: 16-bit x and w, float32 bias and epilogue", "[matmul][host][mixed]") {
+  mixed_linear_case<bfloat16>();
+  mixed_linear_case<half>();
+}
+
 TEST_CASE("matmul host: the plan printer", "[matmul][host][explain]") {
   mapping_fixture f;
   const std::string a = fusex::explain(f.out, fusex::relu(fusex::linear(f.x, f.w, f.bias, f.lt)));
