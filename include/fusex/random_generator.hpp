@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace fusex {
@@ -78,12 +79,15 @@ class random_generator {
 #if defined(__CUDACC__)
   /// Ends the step: enqueues on `stream` the addition of the step's draws to the device offset (one
   /// kernel of one element, recorded by a capture, so each replay advances it), and starts the
-  /// next step's count at 0. A step without draws enqueues nothing.
-  void advance(cudaStream_t stream) {
+  /// next step's count at 0. A step without draws enqueues nothing. (A template only so that a
+  /// translation unit that never calls it does not compile its kernel: as an ordinary inline
+  /// function it instantiated that kernel in every TU including fusex.hpp.)
+  template <class Stream, std::enable_if_t<std::is_convertible_v<Stream, cudaStream_t>, int> = 0>
+  void advance(Stream stream) {
     check_live("advance");
     if (step_ == 0) return;
     const auto b = make_view(base_, shape_t{1});
-    eval(b, b + static_cast<std::int64_t>(step_), stream);
+    eval(b, b + static_cast<std::int64_t>(step_), static_cast<cudaStream_t>(stream));
     step_ = 0;
   }
 #endif
