@@ -224,8 +224,10 @@ share_table<N> share_roles(const N& tree) {
     for (int i = 0; i < t.size; ++i) {
       const share_entry& x = t.e[static_cast<std::size_t>(i)];
       if (x.role != share_reuse) continue;
-      for (int j = t.first[static_cast<std::size_t>(i)]; j < i; ++j) {
-        const share_entry& y = t.e[static_cast<std::size_t>(j)];
+      // (Unsigned indices: g++ -O3 could not see that a subtree's first entry is not negative.)
+      for (std::size_t j = static_cast<std::size_t>(t.first[static_cast<std::size_t>(i)]); j < static_cast<std::size_t>(i);
+           ++j) {
+        const share_entry& y = t.e[j];
         if (x.reduction || (!y.reduction && y.scope == x.scope)) dead[j] = true;
       }
     }
