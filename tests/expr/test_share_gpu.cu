@@ -190,7 +190,7 @@ TEST_CASE("gpu: n * gelu(n) with a normalisation n computes n's reductions once 
     device_array<float> y(n);
     const std::string text = fusex::explain(fusex::make_view(y.data(), {rows, cols}), norm() * fusex::gelu(norm()));
     INFO(text);
-    CHECK(text.find("row kernel") != std::string::npos);
+    CHECK(text.find("row reduction with epilogue") != std::string::npos);
     CHECK(text.find("(the shared value above, not computed again)") != std::string::npos);
   }
 }

@@ -75,7 +75,8 @@ struct assignment {
 };
 
 /// Computes work items first, first+step, ... (U of them, those below `limit`) and stores them.
-template <int V, int U, int R, class Index, class Assignments, std::size_t... I>
+/// `Lazy`: the expressions' shared values in their lazy form (memo_context).
+template <int V, int U, int R, bool Lazy = false, class Index, class Assignments, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const elementwise_params<Index>& p, Index first,
                                               Index step, Index limit, std::index_sequence<I...>) {
   using results =
@@ -87,7 +88,7 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u) {
       c[u] = work_coord<V, R>(p, first + static_cast<Index>(u) * step);
-      r[u] = results{load_scope<V>(fusex::detail::get<I>(as).expr, c[u], no_context{})...};
+      r[u] = results{load_scope<V, Lazy>(fusex::detail::get<I>(as).expr, c[u], no_context{})...};
     }
     FUSEX_UNROLL
     for (int u = 0; u < U; ++u)
@@ -102,19 +103,19 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
     const Index w = first + static_cast<Index>(u) * step;
     if (w >= limit) return;
     const coord<Index, R> cw = work_coord<V, R>(p, w);
-    const results rw{load_scope<V>(fusex::detail::get<I>(as).expr, cw, no_context{})...};
+    const results rw{load_scope<V, Lazy>(fusex::detail::get<I>(as).expr, cw, no_context{})...};
     (fusex::detail::get<I>(as).out.template store<V>(cw, fusex::detail::get<I>(rw)), ...);
   }
 }
 
 /// Evaluates the scalar tail of a one-dimensional vector plan: element `e` directly.
-template <class Index, class Assignments, std::size_t... I>
+template <bool Lazy, class Index, class Assignments, std::size_t... I>
 FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, int rank, Index e, std::index_sequence<I...>) {
   coord<Index> c;
   c.rank = rank;  // 1, or 2 when padded to [1, n]
   c.c[0] = 0;
   c.c[rank - 1] = e;
-  (fusex::detail::get<I>(as).out.template store<1>(c, load_scope<1>(fusex::detail::get<I>(as).expr, c, no_context{})),
+  (fusex::detail::get<I>(as).out.template store<1>(c, load_scope<1, Lazy>(fusex::detail::get<I>(as).expr, c, no_context{})),
    ...);
 }
 
@@ -137,7 +138,7 @@ inline elementwise_tuning& elementwise_tuning_state() {
 }
 
 #if defined(__CUDACC__)
-template <int R, int V, class Index, class Assignments>
+template <int R, int V, bool Lazy, class Index, class Assignments>
 __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Index>& p, const Assignments& as) {
   constexpr int U = elementwise_unroll;
   using seq = std::make_index_sequence<fusex::detail::tuple_size<Assignments>::value>;
@@ -146,31 +147,32 @@ __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Inde
   if constexpr (V > 1) {
     if (p.vectorized) {
       for (Index first = block_first; first < p.work; first += chunk)
-        process_items<V, U, R>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
+        process_items<V, U, R, Lazy>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
       const Index threads = static_cast<Index>(gridDim.x) * blockDim.x;
       for (Index e = p.tail_start + static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total;
            e += threads)
-        process_element(as, p.rank, e, seq{});
+        process_element<Lazy>(as, p.rank, e, seq{});
       return;
     }
   }
   for (Index first = block_first; first < p.work; first += chunk)
-    process_items<1, U, R>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
+    process_items<1, U, R, Lazy>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
 }
 
 /// 32-bit plans of rank 1 or 2 (padded to 2) take a path with exactly two dimensions: no
-/// per-dimension tests in the index arithmetic. Everything else takes the general path.
-template <class Index, int V, class Assignments>
+/// per-dimension tests in the index arithmetic. Everything else takes the general path. `Lazy`:
+/// shared values resolved at compile time (instantiated only for expressions that have them).
+template <class Index, int V, class Assignments, bool Lazy = false>
 __global__ void __launch_bounds__(elementwise_block)
     elementwise_kernel(const elementwise_params<Index> p, const Assignments as) {
   pdl_begin();
   if constexpr (sizeof(Index) == 4) {
     if (p.rank == 2) {
-      elementwise_body<2, V>(p, as);
+      elementwise_body<2, V, Lazy>(p, as);
       return;
     }
   }
-  elementwise_body<max_rank, V>(p, as);
+  elementwise_body<max_rank, V, Lazy>(p, as);
 }
 #endif
 

@@ -290,15 +290,24 @@ struct share_memo;
 template <int V, class... Keys>
 struct share_memo<V, type_list<Keys...>> {
   fusex::detail::tuple<vec<typename Keys::compute_type, V>...> v;
+  bool done[sizeof...(Keys)] = {};  // (the lazy form: whether the value was computed yet)
   template <class K>
   FUSEX_HD FUSEX_FORCEINLINE vec<typename K::compute_type, V>& get() {
     return fusex::detail::get<type_index<K, Keys...>::value>(v);
   }
+  template <class K>
+  FUSEX_HD FUSEX_FORCEINLINE bool& computed() {
+    return done[type_index<K, Keys...>::value];
+  }
 };
-/// An evaluation context with the memo of its scope.
-template <class Ctx, class Memo>
+/// An evaluation context with the memo of its scope. `Lazy`: every candidate computes at its
+/// type's first evaluation and reads after (share_table::lazy_ok held at launch); after inlining,
+/// the `done` flags are constants and the memo is registers: straight-line code, as if written by
+/// hand with named values. Otherwise each candidate tests its role, a kernel parameter.
+template <class Ctx, class Memo, bool Lazy = false>
 struct memo_context : Ctx {
   using memo_type = Memo;
+  static constexpr bool lazy = Lazy;
   Memo* memo;
 };
 template <class Ctx, class = void>
@@ -349,10 +358,18 @@ struct shared_eval {
   FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
     static_assert(has_memo<Ctx>::value, "fusex: internal: a shared value evaluated outside load_scope");
     auto& m = ctx.memo->template get<Key>();
-    if (role == share_reuse) return m;
-    const vec<compute_type, V> x = child.template load<V>(c, ctx);
-    if (role == share_store) m = x;
-    return x;
+    if constexpr (Ctx::lazy) {
+      bool& done = ctx.memo->template computed<Key>();
+      if (done) return m;
+      m = child.template load<V>(c, ctx);
+      done = true;
+      return m;
+    } else {
+      if (role == share_reuse) return m;
+      const vec<compute_type, V> x = child.template load<V>(c, ctx);
+      if (role == share_store) m = x;
+      return x;
+    }
   }
 
   // The inner node interface (expr/detail/tree.hpp).
@@ -378,7 +395,7 @@ using memo_keys_t = fold_type_t<E, memo_keys_f>;
 /// Evaluates the root of a scope (every kernel's entry into a tree: the expression of an
 /// elementwise kernel, a row's epilogue, a reduction's operand) at c, with the memo its shared
 /// values need.
-template <int V, class E, class Index, int R, class Ctx>
+template <int V, bool Lazy = false, class E, class Index, int R, class Ctx>
 FUSEX_HD FUSEX_FORCEINLINE vec<typename E::compute_type, V> load_scope(const E& e, const coord<Index, R>& c,
                                                                        const Ctx& ctx) {
   using keys = memo_keys_t<E>;
@@ -386,9 +403,12 @@ FUSEX_HD FUSEX_FORCEINLINE vec<typename E::compute_type, V> load_scope(const E& 
     return e.template load<V>(c, ctx);
   } else {
     share_memo<V, keys> m;
-    return e.template load<V>(c, memo_context<Ctx, share_memo<V, keys>>{ctx, &m});
+    return e.template load<V>(c, memo_context<Ctx, share_memo<V, keys>, Lazy>{ctx, &m});
   }
 }
+/// Whether an evaluator tree has shared values (then a kernel may take their lazy form).
+template <class E>
+inline constexpr bool has_shares_v = memo_keys_t<E>::size > 0;
 
 /// Wraps the candidates of an evaluator tree (a fold_tree visitor, in the post-order of the
 /// share_table): value nodes in shared_eval with their roles; a reduction that repeats an earlier
@@ -417,13 +437,15 @@ struct share_wrapper : rebuild_tree {
     }
   }
 };
-/// The evaluator tree with its shared values marked (unchanged where no node type repeats).
+/// The evaluator tree with its shared values marked (unchanged where no node type repeats);
+/// `lazy_ok` is cleared where their lazy form would be wrong (share_table::lazy_ok).
 template <class E>
-auto share_values(const E& e) {
+auto share_values(const E& e, bool& lazy_ok) {
   if constexpr (share_count_v<E> == 0) {
     return e;
   } else {
     const share_table<E> t = share_roles(e);
+    lazy_ok = lazy_ok && t.lazy_ok;
     share_wrapper<share_dups_t<E>, share_table<E>> w{{}, t};
     return fold_tree(e, w);
   }
@@ -759,6 +781,7 @@ struct leaf_strides_source {
   const operand_layout* leaves;
   int next = 0;
   int next_slot = 0;  // reduction slots, assigned in post-order
+  bool shares_lazy = true;  // the trees built so far may take their shared values' lazy form
 
   template <class T>
   leaf_eval<T, Index> operator()(const leaf_node<T>&) {
@@ -800,7 +823,7 @@ struct leaf_strides_source {
 /// The evaluator of an expression, its shared values marked (share_values).
 template <class Index, class E>
 auto build_evaluator(const E& e, leaf_strides_source<Index>& src) {
-  return share_values(fold_tree(e, src));
+  return share_values(fold_tree(e, src), src.shares_lazy);
 }
 template <class Node, class Index>
 using evaluator_t = decltype(build_evaluator(std::declval<const Node&>(), std::declval<leaf_strides_source<Index>&>()));

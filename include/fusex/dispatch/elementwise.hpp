@@ -100,14 +100,25 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
   return pe;
 }
 
+/// The kernel's assignments; `lazy` tells whether their shared values may take the lazy form
+/// (leaf_strides_source::shares_lazy).
 template <class Index, class PE, class... T, class... E, std::size_t... I>
-auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, const E&... exprs) {
+auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, bool& lazy,
+                      const E&... exprs) {
   leaf_strides_source<Index> src{pe.ops.data() + sizeof...(T), 0};
   using result = fusex::detail::tuple<assignment<out_eval<T, Index>, evaluator_t<E, Index>>...>;
   // Braced initialisation runs left to right: expressions take their leaves in order.
-  return result{assignment<out_eval<T, Index>, evaluator_t<E, Index>>{
+  result r{assignment<out_eval<T, Index>, evaluator_t<E, Index>>{
       make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), build_evaluator(exprs, src)}...};
+  lazy = src.shares_lazy;
+  return r;
 }
+/// Whether a kernel's assignments have shared values (a second, lazy kernel exists for them).
+template <class Assignments>
+struct assignments_share;
+template <class... A>
+struct assignments_share<fusex::detail::tuple<A...>>
+    : std::bool_constant<(has_shares_v<typename A::expr_type> || ...)> {};
 
 }  // namespace detail
 }  // namespace fusex
@@ -133,7 +144,9 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
   }
   const elementwise_layout& L = pe.layout;
   const auto params = make_elementwise_params<Index>(L);
-  const auto as = make_assignments<Index>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
+  bool lazy = true;
+  const auto as = make_assignments<Index>(pe, dsts, std::index_sequence_for<T...>{}, lazy, exprs...);
+  using AS = std::decay_t<decltype(as)>;
   const device_properties& dev = current_device_info();
   int block = elementwise_block;
   auto blocks_of = [&](int b) {
@@ -149,8 +162,16 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
       waves > 0 ? std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / block) * waves : std::int64_t{0x7fffffff};
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
-  launch_kernel("elementwise_kernel", &elementwise_kernel<Index, V, std::decay_t<decltype(as)>>,
-                dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
+  if constexpr (assignments_share<AS>::value) {
+    if (lazy) {
+      launch_kernel("elementwise_kernel (shared values resolved at compile time)",
+                    &elementwise_kernel<Index, V, AS, true>, dim3(static_cast<unsigned>(blocks)),
+                    dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
+      return;
+    }
+  }
+  launch_kernel("elementwise_kernel", &elementwise_kernel<Index, V, AS>, dim3(static_cast<unsigned>(blocks)),
+                dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
 }
 #endif
 
@@ -253,10 +274,17 @@ void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
     L.work = L.numel;
     L.tail_start = L.numel;
     const auto params = make_elementwise_params<std::uint64_t>(L);
-    const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, exprs...);
+    bool lazy = true;
+    const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, lazy, exprs...);
     using seq = std::make_index_sequence<sizeof...(T)>;
-    for (std::uint64_t w = 0; w < params.work; ++w)
-      process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
+    // The kernels' two forms of shared values, as the device chooses them.
+    if (lazy && assignments_share<std::decay_t<decltype(as)>>::value) {
+      for (std::uint64_t w = 0; w < params.work; ++w)
+        process_items<1, 1, max_rank, true>(as, params, w, std::uint64_t{1}, params.work, seq{});
+    } else {
+      for (std::uint64_t w = 0; w < params.work; ++w)
+        process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
+    }
   }
 }
 

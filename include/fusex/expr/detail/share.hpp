@@ -149,6 +149,10 @@ struct share_table {
   std::array<int, static_cast<std::size_t>(share_count_v<N> > 0 ? share_count_v<N> : 1)> first{};  // of each subtree
   int size = 0;
   int shared = 0;  // the number of values computed once for several uses
+  // Every evaluated candidate with an earlier evaluated one of its type in its scope reuses the
+  // first of them: "compute at the first evaluation, read after" gives these roles, so a kernel may
+  // resolve them at compile time (shared_eval's lazy form) instead of testing them at run time.
+  bool lazy_ok = true;
 };
 
 // Collects the candidates (a fold_tree visitor; each subtree folds to the index of its first entry).
@@ -238,6 +242,13 @@ share_table<N> share_roles(const N& tree) {
       share_entry& x = t.e[static_cast<std::size_t>(i)];
       if (dead[i]) x.role = share_compute, x.rep = i, x.uses = 1;
       if (x.role == share_store) ++t.shared;
+      if (x.reduction || dead[i]) continue;
+      for (int j = 0; j < i; ++j) {  // the first evaluated one of its type in its scope
+        const share_entry& y = t.e[static_cast<std::size_t>(j)];
+        if (dead[j] || y.reduction || y.same != x.same || y.scope != x.scope) continue;
+        if (x.role != share_reuse || x.rep != j) t.lazy_ok = false;
+        break;
+      }
     }
   }
   return t;
