@@ -196,10 +196,26 @@ TEST_CASE("random: vector lanes and 32-bit pieces through the evaluators give th
   const u64 seed = 11, offset = 5;
   host_array<float> y(static_cast<std::size_t>(rows * cols));
   const auto e = fusex::as_expr(fusex::uniform({rows, cols}, seed, offset));
+  // The vector lanes take the ops' block-at-a-time form (one Philox block for four aligned lanes).
+  STATIC_REQUIRE(fusex::detail::has_lanes<fusex::ops::random_uniform, 4, float,
+                                          fusex::detail::vec<std::int64_t, 4>>::value);
+  STATIC_REQUIRE(fusex::detail::has_lanes<fusex::ops::random_normal, 8, float,
+                                          fusex::detail::vec<std::int64_t, 8>>::value);
+  STATIC_REQUIRE_FALSE(fusex::detail::has_lanes<fusex::ops::neg, 4, std::int64_t,
+                                                fusex::detail::vec<std::int64_t, 4>>::value);
   // (The element of y is the linear index.)
   check_through_evaluators(e, y, rows, cols, [&](i64 elem) {
     return static_cast<float>(stream_word(seed, offset, elem) >> 8) / 16777216.0f;
   });
+}
+
+TEST_CASE("random: normal's vector lanes and 32-bit pieces through the evaluators equal its elements",
+          "[random][index32]") {
+  const i64 rows = 4, cols = 16;
+  host_array<float> y(static_cast<std::size_t>(rows * cols)), ref(static_cast<std::size_t>(rows * cols));
+  fusex::host::eval(ref.view({rows, cols}), fusex::normal({rows, cols}, 3, 9));  // element by element
+  const auto e = fusex::as_expr(fusex::normal({rows, cols}, 3, 9));
+  check_through_evaluators(e, y, rows, cols, [&](i64 elem) { return ref[static_cast<std::size_t>(elem)]; });
 }
 
 TEST_CASE("random: 2^24 uniform, normal and bernoulli samples pass mean, variance and chi-square tests",

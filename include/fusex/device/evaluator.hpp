@@ -179,6 +179,19 @@ struct scalar_eval {
   }
 };
 
+/// Whether Op computes V lanes of its one operand (an int64 vector) together: `op.lanes<V>(in, out)`.
+template <class Op, int V, class Result, class = void>
+struct has_lanes_member : std::false_type {};
+template <class Op, int V, class Result>
+struct has_lanes_member<Op, V, Result,
+                        std::void_t<decltype(std::declval<const Op&>().template lanes<V>(
+                            std::declval<const std::int64_t (&)[V]>(), std::declval<Result (&)[V]>()))>>
+    : std::bool_constant<(V > 1)> {};
+template <class Op, int V, class Result, class... In>
+struct has_lanes : std::false_type {};
+template <class Op, int V, class Result>
+struct has_lanes<Op, V, Result, vec<std::int64_t, V>> : has_lanes_member<Op, V, Result> {};
+
 template <class Op, class... Children>
 struct map_eval {
   using value_type = typename Op::template result<typename Children::value_type...>;
@@ -218,9 +231,17 @@ struct map_eval {
     const fusex::detail::tuple<decltype(fusex::detail::get<I>(children).template load<V>(c, ctx))...> in{
         fusex::detail::get<I>(children).template load<V>(c, ctx)...};
     vec<compute_type, V> r;
-    FUSEX_UNROLL
-    for (int l = 0; l < V; ++l)
-      r.v[l] = convert<compute_type>(op(convert<operand_t<I>>(fusex::detail::get<I>(in).v[l])...));
+    if constexpr (has_lanes<Op, V, value_type, std::decay_t<decltype(fusex::detail::get<I>(in))>...>::value) {
+      // An op that computes its V lanes together (random numbers: one Philox block for four).
+      value_type out[V];
+      op.template lanes<V>(fusex::detail::get<I>(in).v..., out);
+      FUSEX_UNROLL
+      for (int l = 0; l < V; ++l) r.v[l] = convert<compute_type>(out[l]);
+    } else {
+      FUSEX_UNROLL
+      for (int l = 0; l < V; ++l)
+        r.v[l] = convert<compute_type>(op(convert<operand_t<I>>(fusex::detail::get<I>(in).v[l])...));
+    }
     return r;
   }
 };

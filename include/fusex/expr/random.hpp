@@ -79,7 +79,8 @@ FUSEX_HD FUSEX_FORCEINLINE std::uint32_t philox_word(std::uint64_t seed, std::ui
 namespace ops {
 
 /// What the random ops share: a result of type R from the int64 linear index, and the stream.
-template <class R>
+/// `Derived` gives `from_block(w, k)`: element k (0..3) of a block from its four words.
+template <class R, class Derived>
 struct random_op {
   template <class I>
   using result = R;
@@ -103,22 +104,57 @@ struct random_op {
     return offset;
 #endif
   }
+
+  /// The element at linear index i.
+  FUSEX_HD FUSEX_FORCEINLINE R operator()(std::int64_t i) const {
+    std::uint32_t w[4];
+    detail::philox_block(seed, stream_offset(), i, w);
+    const int k = static_cast<int>(static_cast<std::uint64_t>(i) & 3u);
+    const Derived& d = static_cast<const Derived&>(*this);
+    return k == 0 ? d.from_block(w, 0) : k == 1 ? d.from_block(w, 1) : k == 2 ? d.from_block(w, 2) : d.from_block(w, 3);
+  }
+
+  /// V lanes at once (map_eval's vector path): where they are whole aligned blocks of four
+  /// consecutive indices (a contiguous destination's vectors), each block is enciphered once for
+  /// its four elements instead of once per element; otherwise lane by lane. The same values.
+  template <int V>
+  FUSEX_HD FUSEX_FORCEINLINE void lanes(const std::int64_t (&i)[V], R (&out)[V]) const {
+    if constexpr (V % 4 == 0) {
+      bool blocks = (i[0] & 3) == 0;
+      FUSEX_UNROLL
+      for (int l = 1; l < V; ++l) blocks = blocks && i[l] == i[0] + l;
+      if (blocks) {
+        const std::uint64_t off = stream_offset();
+        const Derived& d = static_cast<const Derived&>(*this);
+        FUSEX_UNROLL
+        for (int b = 0; b < V / 4; ++b) {
+          std::uint32_t w[4];
+          detail::philox_block(seed, off, i[4 * b], w);
+          FUSEX_UNROLL
+          for (int k = 0; k < 4; ++k) out[4 * b + k] = d.from_block(w, k);
+        }
+        return;
+      }
+    }
+    FUSEX_UNROLL
+    for (int l = 0; l < V; ++l) out[l] = (*this)(i[l]);
+  }
 };
 
 /// The stream's raw 32-bit words (as int64 values in [0, 2^32)), one per linear index.
-struct random_bits : random_op<std::int64_t> {
+struct random_bits : random_op<std::int64_t, random_bits> {
   static constexpr const char* name = "random_bits";
-  FUSEX_HD std::int64_t operator()(std::int64_t i) const {
-    return static_cast<std::int64_t>(detail::philox_word(seed, stream_offset(), i));
+  FUSEX_HD FUSEX_FORCEINLINE std::int64_t from_block(const std::uint32_t (&w)[4], int k) const {
+    return static_cast<std::int64_t>(w[k]);
   }
 };
 
 /// Uniform on [0, 1): the word's top 24 bits times 2^-24, every float32 of that grid equally likely
 /// (exact on every backend).
-struct random_uniform : random_op<float> {
+struct random_uniform : random_op<float, random_uniform> {
   static constexpr const char* name = "uniform";
-  FUSEX_HD float operator()(std::int64_t i) const {
-    return static_cast<float>(detail::philox_word(seed, stream_offset(), i) >> 8) * (1.0f / 16777216.0f);
+  FUSEX_HD FUSEX_FORCEINLINE float from_block(const std::uint32_t (&w)[4], int k) const {
+    return static_cast<float>(w[k] >> 8) * (1.0f / 16777216.0f);
   }
 };
 
@@ -127,12 +163,9 @@ struct random_uniform : random_op<float> {
 /// of words 2 and 3, with u1 = (w + 1) 2^-32 in (0, 1], r = sqrt(-2 ln u1), t = 2 pi w' 2^-32.
 /// Computed in double and rounded to float: host and GPU agree to within their double math
 /// libraries' last bits, so almost always exactly.
-struct random_normal : random_op<float> {
+struct random_normal : random_op<float, random_normal> {
   static constexpr const char* name = "normal";
-  FUSEX_HD float operator()(std::int64_t i) const {
-    std::uint32_t w[4];
-    detail::philox_block(seed, stream_offset(), i, w);
-    const int lane = static_cast<int>(static_cast<std::uint64_t>(i) & 3u);
+  FUSEX_HD FUSEX_FORCEINLINE float from_block(const std::uint32_t (&w)[4], int lane) const {
     const std::uint32_t a = lane < 2 ? w[0] : w[2], b = lane < 2 ? w[1] : w[3];
     constexpr double two_pi = 6.283185307179586476925286766559;
     constexpr double inv_2_32 = 1.0 / 4294967296.0;
