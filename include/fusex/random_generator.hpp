@@ -76,12 +76,12 @@ class random_generator {
     return k;
   }
 
-#if defined(__CUDACC__)
   /// Ends the step: enqueues on `stream` the addition of the step's draws to the device offset (one
   /// kernel of one element, recorded by a capture, so each replay advances it), and starts the
-  /// next step's count at 0. A step without draws enqueues nothing. (A template only so that a
-  /// translation unit that never calls it does not compile its kernel: as an ordinary inline
-  /// function it instantiated that kernel in every TU including fusex.hpp.)
+  /// next step's count at 0. A step without draws enqueues nothing. Needs nvcc, as fusex::eval
+  /// does. (A template only so that a translation unit that never calls it does not compile its
+  /// kernel: as an ordinary inline function it instantiated that kernel in every TU including
+  /// fusex.hpp.)
   template <class Stream, std::enable_if_t<std::is_convertible_v<Stream, cudaStream_t>, int> = 0>
   void advance(Stream stream) {
     check_live("advance");
@@ -90,7 +90,6 @@ class random_generator {
     eval(b, b + static_cast<std::int64_t>(step_), static_cast<cudaStream_t>(stream));
     step_ = 0;
   }
-#endif
 
   /// The draws of the current step so far.
   std::uint64_t step_draws() const noexcept { return step_; }

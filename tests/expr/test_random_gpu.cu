@@ -158,7 +158,7 @@ TEST_CASE("gpu: a random_generator's captured step draws new numbers on each rep
     const auto got1 = y1.download();
     CHECK(got1 == e1.download());
     CHECK(y2.download() == e2.download());
-    CHECK(got1 != previous);  // new masks on each replay
+    if (r > 0) CHECK(got1 != previous);  // new masks on each replay
     previous = got1;
   }
   CHECK(gen.offset(sg.s) == start + 3 * per_step);

@@ -88,6 +88,16 @@ TEST_CASE("share: equal-looking values over other operands are computed separate
   check("(f(x) + 1) * (f(x) + 2)", (fusex::map(counted{&calls}, X) + 1.0f) * (fusex::map(counted{&calls}, X) + 2.0f),
         R * C,  // f(x) itself is shared: the two sums differ only above it
         [&](std::size_t i) { return (counted_ref(xv(i)) + 1) * (counted_ref(xv(i)) + 2); });
+  // Two different values of one type, each used twice: the first is kept, the second computed
+  // at each use (a scope keeps one value per type; before this was so, the second overwrote the
+  // first, and (f(x) + f(z)) * (f(x) - f(z)) gave 0).
+  check("(f(x) + f(z)) * (f(x) - f(z))",
+        (fusex::map(counted{&calls}, X) + fusex::map(counted{&calls}, Z)) *
+            (fusex::map(counted{&calls}, X) - fusex::map(counted{&calls}, Z)),
+        3 * R * C, [&](std::size_t i) {
+          const double a = counted_ref(xv(i)), b = counted_ref(zv(i));
+          return (a + b) * (a - b);
+        });
   i64 other = 0;
   check("f(x) - f'(x)", fusex::map(counted{&calls}, X) - fusex::map(counted{&other}, X), R * C,
         [&](std::size_t) { return 0.0; });
@@ -163,6 +173,15 @@ TEST_CASE("share: fusex::share marks one value; explain prints it once with its 
   check_values<float>("h * h + h", y, R * C, [&](std::size_t i) {
     const double v = counted_ref(x[i]) + b[i % C];
     return v * v + v;
+  });
+  // Two explicit values of one type, each used twice.
+  const auto g2 = fusex::share(fusex::map(counted{&calls}, X) + 1.0f);
+  const auto k2 = fusex::share(fusex::map(counted{&calls}, X) + 2.0f);
+  poison(y);
+  fusex::host::eval(y.view({R, C}), (g2 + k2) * (g2 - k2));
+  check_values<float>("(g + k) * (g - k)", y, R * C, [&](std::size_t i) {
+    const double a = counted_ref(x[i]);
+    return (a + 1 + a + 2) * (a + 1 - a - 2);
   });
   // Two share() calls are two values, unless their contents are equal too.
   const auto g = fusex::share(fusex::map(counted{&calls}, X) + 1.0f);

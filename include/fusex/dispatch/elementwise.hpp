@@ -278,13 +278,15 @@ void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
     const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, lazy, exprs...);
     using seq = std::make_index_sequence<sizeof...(T)>;
     // The kernels' two forms of shared values, as the device chooses them.
-    if (lazy && assignments_share<std::decay_t<decltype(as)>>::value) {
-      for (std::uint64_t w = 0; w < params.work; ++w)
-        process_items<1, 1, max_rank, true>(as, params, w, std::uint64_t{1}, params.work, seq{});
-    } else {
-      for (std::uint64_t w = 0; w < params.work; ++w)
-        process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
+    if constexpr (assignments_share<std::decay_t<decltype(as)>>::value) {
+      if (lazy) {
+        for (std::uint64_t w = 0; w < params.work; ++w)
+          process_items<1, 1, max_rank, true>(as, params, w, std::uint64_t{1}, params.work, seq{});
+        return;
+      }
     }
+    for (std::uint64_t w = 0; w < params.work; ++w)
+      process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
   }
 }
 

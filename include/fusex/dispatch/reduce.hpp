@@ -59,8 +59,9 @@ template <class R, class Dups>
 struct materializer : rebuild_tree {
   struct done {
     const void* node;  // the reduction in the caller's tree
-    bool (*same)(const void*, const void*);
+    const void* type;  // &type_tag<its type>::id
     const void* result;
+    strides_t strides;  // the result leaf's (a validating stand-in's are zeros)
   };
   R& r;
   std::vector<done> seen;
@@ -69,13 +70,14 @@ struct materializer : rebuild_tree {
   auto operator()(const reduce_node<Op, C>& n, const K& child) {
     using N = reduce_node<Op, C>;
     using L = materialized_reduction_t<Op, C>;
+    using T = typename L::value_type;
     if constexpr (type_list_contains<N, Dups>::value) {
       for (const done& d : seen) {
-        if (d.same == &same_value_erased<N> && same_value(*static_cast<const N*>(d.node), n))
-          return L{{}, view<const typename L::value_type>(static_cast<const typename L::value_type*>(d.result), n.shape())};
+        if (d.type == &type_tag<N>::id && same_value(*static_cast<const N*>(d.node), n))
+          return L{{}, view<const T>(static_cast<const T*>(d.result), n.shape(), d.strides)};
       }
       const L leaf = r(n.with_children(child));
-      seen.push_back({&n, &same_value_erased<N>, leaf.v.data()});
+      seen.push_back({&n, &type_tag<N>::id, leaf.v.data(), leaf.v.strides()});
       return leaf;
     } else {
       return r(n.with_children(child));

@@ -44,9 +44,10 @@ template <class Op>
 bool ops_equal(const Op& a, const Op& b) noexcept {
   if constexpr (std::is_empty_v<Op>) {
     return true;
-  } else {
-    static_assert(std::is_trivially_copyable_v<Op>, "fusex: ops are trivially copyable");
+  } else if constexpr (std::is_trivially_copyable_v<Op>) {
     return std::memcmp(&a, &b, sizeof(Op)) == 0;
+  } else {
+    return &a == &b;  // (a host-only op with owning members: never shared)
   }
 }
 
@@ -127,10 +128,19 @@ inline constexpr int share_count_v = fold_type_t<N, share_count<share_dups_t<N>>
 // --- the roles, at run time -------------------------------------------------------------------------
 inline constexpr int share_compute = 0, share_store = 1, share_reuse = 2;
 
+/// A per-type address: the identity of a node type at run time. (Not the address of a function
+/// instantiated per type: linkers that fold identical functions may give two types one address.
+/// A mutable variable is never folded.)
+template <class N>
+struct type_tag {
+  static inline char id = 0;
+};
+
 /// One candidate node of a tree.
 struct share_entry {
   const void* node = nullptr;
-  bool (*same)(const void*, const void*) = nullptr;  // same_value for its type (also its type's identity)
+  const void* type = nullptr;                        // &type_tag<its type>::id
+  bool (*same)(const void*, const void*) = nullptr;  // same_value for its type
   int scope = -1;  // -1: not yet known (the tree's top scope when the walk ends)
   bool reduction = false;
   int role = share_compute;
@@ -179,6 +189,7 @@ struct share_collector {
       first_of[static_cast<std::size_t>(size)] = first;
       share_entry& x = e[static_cast<std::size_t>(size++)];
       x.node = &n;
+      x.type = &type_tag<N>::id;
       x.same = &same_value_erased<N>;
       x.reduction = share_kind_of<N>::value == share_reduction;
     }
@@ -187,6 +198,9 @@ struct share_collector {
 };
 
 // Gives each live entry (`skip` false) of the kind asked for its role among the earlier live ones.
+// A reduction reuses any earlier equal reduction (each keeps its own slot). A value reuses only the
+// first live value of its type in its scope: a scope's memo holds one value per type, so a second,
+// different value of the type is computed where it is used and kept by nobody.
 template <std::size_t Cap>
 void match_shares(std::array<share_entry, Cap>& e, int size, bool reductions, const bool* skip) {
   for (int i = 0; i < size; ++i) {
@@ -197,8 +211,17 @@ void match_shares(std::array<share_entry, Cap>& e, int size, bool reductions, co
     x.uses = 1;
     for (int j = 0; j < i; ++j) {
       share_entry& r = e[static_cast<std::size_t>(j)];
-      if (skip[j] || r.reduction != reductions || r.rep != j || r.same != x.same) continue;
-      if ((!reductions && r.scope != x.scope) || !x.same(r.node, x.node)) continue;
+      if (skip[j] || r.reduction != reductions || r.type != x.type) continue;
+      if (reductions) {
+        if (r.rep != j || !x.same(r.node, x.node)) continue;
+      } else {
+        if (r.scope != x.scope) continue;
+        // j is the first live value of the type in the scope.
+        if (!x.same(r.node, x.node)) {
+          x.rep = -1;  // not kept: no later value reuses it
+          break;
+        }
+      }
       x.rep = j;
       x.role = share_reuse;
       r.role = share_store;
@@ -240,12 +263,12 @@ share_table<N> share_roles(const N& tree) {
     match_shares(t.e, t.size, false, dead);
     for (int i = 0; i < t.size; ++i) {
       share_entry& x = t.e[static_cast<std::size_t>(i)];
-      if (dead[i]) x.role = share_compute, x.rep = i, x.uses = 1;
+      if (dead[i] && !x.reduction) x.role = share_compute, x.rep = i, x.uses = 1;
       if (x.role == share_store) ++t.shared;
       if (x.reduction || dead[i]) continue;
       for (int j = 0; j < i; ++j) {  // the first evaluated one of its type in its scope
         const share_entry& y = t.e[static_cast<std::size_t>(j)];
-        if (dead[j] || y.reduction || y.same != x.same || y.scope != x.scope) continue;
+        if (dead[j] || y.reduction || y.type != x.type || y.scope != x.scope) continue;
         if (x.role != share_reuse || x.rep != j) t.lazy_ok = false;
         break;
       }
