@@ -311,20 +311,15 @@ struct share_memo;
 template <int V, class... Keys>
 struct share_memo<V, type_list<Keys...>> {
   fusex::detail::tuple<vec<typename Keys::compute_type, V>...> v;
-  bool done[sizeof...(Keys)] = {};  // (the lazy form: whether the value was computed yet)
   template <class K>
   FUSEX_HD FUSEX_FORCEINLINE vec<typename K::compute_type, V>& get() {
     return fusex::detail::get<type_index<K, Keys...>::value>(v);
   }
-  template <class K>
-  FUSEX_HD FUSEX_FORCEINLINE bool& computed() {
-    return done[type_index<K, Keys...>::value];
-  }
 };
-/// An evaluation context with the memo of its scope. `Lazy`: every candidate computes at its
-/// type's first evaluation and reads after (share_table::lazy_ok held at launch); after inlining,
-/// the `done` flags are constants and the memo is registers: straight-line code, as if written by
-/// hand with named values. Otherwise each candidate tests its role, a kernel parameter.
+/// An evaluation context with the memo of its scope. `Lazy`: load_scope computed every shared value
+/// of the scope into the memo before the expression (share_table::lazy_ok held at launch: each
+/// equals the first of its type), so each use reads it: straight-line code, as if written by hand
+/// with named values. Otherwise each candidate tests its role, a kernel parameter.
 template <class Ctx, class Memo, bool Lazy = false>
 struct memo_context : Ctx {
   using memo_type = Memo;
@@ -380,10 +375,6 @@ struct shared_eval {
     static_assert(has_memo<Ctx>::value, "fusex: internal: a shared value evaluated outside load_scope");
     auto& m = ctx.memo->template get<Key>();
     if constexpr (Ctx::lazy) {
-      bool& done = ctx.memo->template computed<Key>();
-      if (done) return m;
-      m = child.template load<V>(c, ctx);
-      done = true;
       return m;
     } else {
       if (role == share_reuse) return m;
@@ -406,16 +397,56 @@ struct shared_eval {
 };
 
 template <class N, class... K>
-struct memo_keys_f : type_lists_merge<K...> {};
+struct memo_keys_f : std::conditional<share_kind_of<N>::value == share_reduction, type_list<>,
+                                      typename type_lists_merge<K...>::type> {};
 template <class Key, class E, class K>
 struct memo_keys_f<shared_eval<Key, E>, K> : type_list_add<K, Key> {};
-/// The shared values' keys in an evaluator tree.
+/// The shared values' keys of a scope (an evaluator tree outside its reductions: each reduction's
+/// operand is a scope of its own), in the post-order of their first uses.
 template <class E>
 using memo_keys_t = fold_type_t<E, memo_keys_f>;
 
+template <class Key, class N>
+struct is_shared_of : std::false_type {};
+template <class Key, class E>
+struct is_shared_of<Key, shared_eval<Key, E>> : std::true_type {};
+template <class Key>
+struct has_key {
+  template <class N, class... K>
+  struct f : std::bool_constant<is_shared_of<Key, N>::value ||
+                                ((share_kind_of<N>::value != share_reduction) && (false || ... || K::value))> {};
+};
+template <class Key, class N>
+inline constexpr bool scope_has_key_v = fold_type_t<N, has_key<Key>::template f>::value;
+/// The first (leftmost) shared_eval of Key in a scope. (Nodes of one type never nest, so it is also
+/// the first in post-order: the first that the kernels evaluate.)
+template <class Key, class N>
+FUSEX_HD FUSEX_FORCEINLINE const auto& first_shared(const N& n);
+template <class Key, class N, std::size_t I0, std::size_t... I>
+FUSEX_HD FUSEX_FORCEINLINE const auto& first_shared_in(const N& n, std::index_sequence<I0, I...>) {
+  if constexpr (scope_has_key_v<Key, child_t<I0, N>>) {
+    return first_shared<Key>(n.template child_at<I0>());
+  } else {
+    return first_shared_in<Key>(n, std::index_sequence<I...>{});
+  }
+}
+template <class Key, class N>
+FUSEX_HD FUSEX_FORCEINLINE const auto& first_shared(const N& n) {
+  if constexpr (is_shared_of<Key, N>::value) {
+    return n;
+  } else {
+    return first_shared_in<Key>(n, std::make_index_sequence<tree_arity<N>::value>{});
+  }
+}
+template <int V, class E, class Index, int R, class Ctx, class... Keys>
+FUSEX_HD FUSEX_FORCEINLINE void fill_memo(const E& e, const coord<Index, R>& c, const Ctx& ctx, type_list<Keys...>) {
+  // Post-order: the values a shared value uses are in the memo before it is computed.
+  ((ctx.memo->template get<Keys>() = first_shared<Keys>(e).child.template load<V>(c, ctx)), ...);
+}
+
 /// Evaluates the root of a scope (every kernel's entry into a tree: the expression of an
 /// elementwise kernel, a row's epilogue, a reduction's operand) at c, with the memo its shared
-/// values need.
+/// values need. `Lazy` (lazy_ok held at launch): the shared values first, then the expression.
 template <int V, bool Lazy = false, class E, class Index, int R, class Ctx>
 FUSEX_HD FUSEX_FORCEINLINE vec<typename E::compute_type, V> load_scope(const E& e, const coord<Index, R>& c,
                                                                        const Ctx& ctx) {
@@ -424,7 +455,9 @@ FUSEX_HD FUSEX_FORCEINLINE vec<typename E::compute_type, V> load_scope(const E& 
     return e.template load<V>(c, ctx);
   } else {
     share_memo<V, keys> m;
-    return e.template load<V>(c, memo_context<Ctx, share_memo<V, keys>, Lazy>{ctx, &m});
+    const memo_context<Ctx, share_memo<V, keys>, Lazy> mc{ctx, &m};
+    if constexpr (Lazy) fill_memo<V>(e, c, mc, keys{});
+    return e.template load<V>(c, mc);
   }
 }
 /// Whether an evaluator tree has shared values (then a kernel may take their lazy form).
