@@ -210,6 +210,29 @@ TEST_CASE("share: fusex::share marks one value; explain prints it once with its 
   CHECK(contains(rows, "(the shared value above, not computed again)"));
 }
 
+TEST_CASE("share: a shared layer_norm keeps the row kernel's static path", "[eval][share]") {
+  // The leaves of n's second copy are predicted to be its first copy's operands (the weight and
+  // bias are not x), so the cached row's roles are compile-time constants, as for n alone.
+  constexpr i64 rows = 64, cols = 1024;
+  host_array<float> y(rows * cols);
+  const auto x = random_default<float>(rows * cols);
+  const auto g = random_default<float>(cols), b = random_default<float>(cols);
+  const auto n = fusex::layer_norm(x.cview({rows, cols}), g.cview({cols}), b.cview({cols}));
+  const std::string alone = fusex::explain(y.view({rows, cols}), n);
+  const std::string twice = fusex::explain(y.view({rows, cols}), n * fusex::gelu(n));
+  INFO(alone << "\n" << twice);
+  CHECK(contains(alone, "static path"));
+  CHECK(contains(twice, "static path"));
+  CHECK(contains(twice, "6 of 10 leaves answered from registers"));
+  // Two different normalisations of one type in one epilogue: no lazy form, so the roles are tested
+  // at run time.
+  const auto x2 = random_default<float>(rows * cols);
+  const auto n2 = fusex::layer_norm(x2.cview({rows, cols}), g.cview({cols}), b.cview({cols}));
+  const std::string two = fusex::explain(y.view({rows, cols}), (n + n2) * (n - n2));
+  INFO(two);
+  CHECK(!contains(two, "static path"));
+}
+
 TEST_CASE("share: through the kernels' evaluators, vector lanes and 32-bit pieces", "[eval][share]") {
   constexpr i64 rows = 4, cols = 16;
   const auto x = random_default<float>(rows * cols);

@@ -658,16 +658,25 @@ struct static_leaf {
   int type;     // index in leaf_types_t
   bool usable;  // a fusex dtype (a user type is never cached)
   bool in_reduction;
+  int key;  // the innermost shared value (shared_eval) around it: an index in share_keys_t, or -1
+  int pos;  // its position among that shared value's leaves
 };
-// The leaves in visit order (the order make_cached numbers them), each with its type and whether it
-// is inside a reduction.
-template <class T, bool InReduction>
+// The leaves in visit order (the order make_cached numbers them), each with its type, whether it
+// is inside a reduction, and its place in the innermost shared value around it (Key, Pos).
+template <class T, bool InReduction, class Key = void, int Pos = 0>
 struct leaf_entry {};
 template <class L>
 struct mark_in_reduction;
-template <class... T, bool... B>
-struct mark_in_reduction<type_list<leaf_entry<T, B>...>> {
-  using type = type_list<leaf_entry<T, true>...>;
+template <class... T, bool... B, class... K, int... P>
+struct mark_in_reduction<type_list<leaf_entry<T, B, K, P>...>> {
+  using type = type_list<leaf_entry<T, true, K, P>...>;
+};
+template <class Key, class L, class = std::make_index_sequence<L::size>>
+struct mark_in_share;
+template <class Key, class... T, bool... B, class... K, int... P, std::size_t... I>
+struct mark_in_share<Key, type_list<leaf_entry<T, B, K, P>...>, std::index_sequence<I...>> {
+  using type = type_list<leaf_entry<T, B, std::conditional_t<std::is_void_v<K>, Key, K>,
+                                    std::is_void_v<K> ? static_cast<int>(I) : P>...>;
 };
 template <class N, class... K>
 struct leaf_entries_f : type_list_cat<K...> {};  // inner nodes: the children's, in order; terminals: none
@@ -683,6 +692,16 @@ struct leaf_entries_f<index_eval<Index>> {
 };
 template <class Op, class C, class K>
 struct leaf_entries_f<reduce_eval<Op, C>, K> : mark_in_reduction<K> {};
+template <class Key, class E, class K>
+struct leaf_entries_f<shared_eval<Key, E>, K> : mark_in_share<Key, K> {};
+
+template <class N, class... K>
+struct share_keys_f : type_lists_merge<K...> {};
+template <class Key, class E, class K>
+struct share_keys_f<shared_eval<Key, E>, K> : type_list_add<K, Key> {};
+/// The keys of every shared value of an evaluator tree (any scope).
+template <class E>
+using share_keys_t = fold_type_t<E, share_keys_f>;
 
 // T's index among Ts, or -1 (an index leaf's type is not among the cached types).
 template <class T, class... Ts>
@@ -693,25 +712,39 @@ template <class T, class U, class... Ts>
 struct type_position<T, U, Ts...>
     : std::integral_constant<int, type_position<T, Ts...>::value < 0 ? -1 : 1 + type_position<T, Ts...>::value> {};
 
-template <class Types, class Entries>
+template <class Types, class Keys, class Entries>
 struct static_leaves_of;
-template <class... Ts, class... T, bool... B>
-struct static_leaves_of<type_list<Ts...>, type_list<leaf_entry<T, B>...>> {
+template <class... Ts, class... Ks, class... T, bool... B, class... K, int... P>
+struct static_leaves_of<type_list<Ts...>, type_list<Ks...>, type_list<leaf_entry<T, B, K, P>...>> {
   static constexpr int size = sizeof...(T);
   static constexpr static_leaf v[sizeof...(T) > 0 ? sizeof...(T) : 1] = {
-      static_leaf{type_position<T, Ts...>::value, is_dtype_v<T>, B}...};
+      static_leaf{type_position<T, Ts...>::value, is_dtype_v<T>, B, type_position<K, Ks...>::value, P}...};
 };
 
 template <class E>
 constexpr std::uint64_t predict_cache_modes() {
-  using leaves = static_leaves_of<leaf_types_t<E>, fold_type_t<E, leaf_entries_f>>;
+  using leaves = static_leaves_of<leaf_types_t<E>, share_keys_t<E>, fold_type_t<E, leaf_entries_f>>;
   constexpr int N = leaves::size;
   const auto& l = leaves::v;
+  // A leaf at the same place in an earlier copy of its shared value (`n` in n * gelu(n)) is
+  // predicted to be that copy's operand: a shared value's copies are one value (its second copy is
+  // never evaluated, so its leaves say nothing about the others).
+  int twin[N > 0 ? N : 1] = {};
+  for (int i = 0; i < N; ++i) {
+    twin[i] = -1;
+    for (int j = 0; j < i && twin[i] < 0 && l[i].key >= 0; ++j)
+      if (l[j].key == l[i].key && l[j].pos == l[i].pos) twin[i] = j;
+  }
   // The predicted operand of each leaf: 0 for its type's main operand, else one of its own.
   int operand[N > 0 ? N : 1] = {};
   for (int i = 0; i < N; ++i) {
+    if (twin[i] >= 0) {
+      operand[i] = operand[twin[i]];
+      continue;
+    }
     bool reduced_later = false;
-    for (int j = i + 1; j < N && !reduced_later; ++j) reduced_later = l[j].in_reduction && l[j].type == l[i].type;
+    for (int j = i + 1; j < N && !reduced_later; ++j)
+      reduced_later = twin[j] < 0 && l[j].in_reduction && l[j].type == l[i].type;
     operand[i] = l[i].in_reduction || reduced_later ? 0 : i + 1;
   }
   int cached = 0;

@@ -253,7 +253,7 @@ struct has_two_level<Op, T, std::void_t<decltype(std::declval<const Op&>().templ
 
 // Loads chunk k of one reduction's operand from the cached row and hands its W values (and the
 // index of the first) to f, if the chunk is in the row.
-template <int W, int k, class Index, class R, class Set, class Acc, class F>
+template <int W, int k, bool Lazy, class Index, class R, class Set, class Acc, class F>
 __device__ FUSEX_FORCEINLINE void cached_visit(const R& r, const row_params<Index>& p, Index row, bool active, int lane,
                                                const std::uint64_t* slots, const Set& set, Acc& acc, const F& f) {
   const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
@@ -262,7 +262,7 @@ __device__ FUSEX_FORCEINLINE void cached_visit(const R& r, const row_params<Inde
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  const auto v = load_scope<W>(r.child, c, cached_row_context<k, Set>{{slots}, &set});
+  const auto v = load_scope<W, Lazy>(r.child, c, cached_row_context<k, Set>{{slots}, &set});
   f(acc, v.v, static_cast<std::int64_t>(j) * W);
 }
 
@@ -283,7 +283,7 @@ __device__ FUSEX_FORCEINLINE void combine_chunks(Acc (&a)[N], const Combine& com
 /// registers is cheaper than the one-pass combine: the maximum first, then a plain sum of
 /// exp(x - max) with no rescaling (the combine's two exps per merge are most of a softmax's
 /// exps); the mean first, then a plain sum of squared deviations (no Welford merges).
-template <int W, class Index, class R, class Set, int... K>
+template <int W, bool Lazy, class Index, class R, class Set, int... K>
 __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Index>& p, Index row, bool active,
                                                 int lane, std::uint64_t* slots, unsigned char* scratch, const Set& set,
                                                 std::integer_sequence<int, K...>) {
@@ -301,7 +301,7 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
     const auto pre = [&](C& acc, const compute_t<T>(&x)[W], std::int64_t) {
       acc = r.op.template pre_lift_vec<T, W>(x);
     };
-    (cached_visit<W, K>(r, p, row, active, lane, slots, set, a[K], pre), ...);
+    (cached_visit<W, K, Lazy>(r, p, row, active, lane, slots, set, a[K], pre), ...);
     const auto pre_combine = [&](const C& x, const C& y) { return r.op.template pre_combine<T>(x, y); };
     combine_chunks(a, pre_combine);
     const C first = r.op.template pre_finish<T>(group_reduce(a[0], pre_combine, p.tpr, reinterpret_cast<C*>(scratch)),
@@ -312,7 +312,7 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
     const auto post = [&](C& acc, const compute_t<T>(&x)[W], std::int64_t) {
       acc = r.op.template post_lift_vec<T, W>(x, first);
     };
-    (cached_visit<W, K>(r, p, row, active, lane, slots, set, b[K], post), ...);
+    (cached_visit<W, K, Lazy>(r, p, row, active, lane, slots, set, b[K], post), ...);
     const auto add = [](const C& x, const C& y) { return x + y; };
     combine_chunks(b, add);
     const C second = group_reduce(b[0], add, p.tpr, reinterpret_cast<C*>(scratch));
@@ -331,7 +331,7 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
     const auto lift = [&](Acc& acc, const compute_t<T>(&x)[W], std::int64_t first) {
       acc = lift_vec<T, W>(r.op, x, first);
     };
-    (cached_visit<W, K>(r, p, row, active, lane, slots, set, a[K], lift), ...);
+    (cached_visit<W, K, Lazy>(r, p, row, active, lane, slots, set, a[K], lift), ...);
     combine_chunks(a, [&](const Acc& x, const Acc& y) { return r.op.template combine<T>(x, y); });
     row_publish(r, a[0], p, active, lane, slots, scratch);
   }
@@ -339,21 +339,21 @@ __device__ FUSEX_FORCEINLINE void cached_reduce(const R& r, const row_params<Ind
 
 // The reductions of one nesting level over the cached row, one after the other (their operands
 // are registers, so separate sweeps cost no memory traffic).
-template <int W, class Index, class Set, class... R, std::size_t... I, class Chunks>
+template <int W, bool Lazy, class Index, class Set, class... R, std::size_t... I, class Chunks>
 __device__ FUSEX_FORCEINLINE void cached_pass(const fusex::detail::tuple<const R*...>& rs, const row_params<Index>& p,
                                               Index row, bool active, int lane, std::uint64_t* slots,
                                               unsigned char* scratch, const Set& set, std::index_sequence<I...>,
                                               Chunks chunks) {
-  (cached_reduce<W>(*fusex::detail::get<I>(rs), p, row, active, lane, slots, scratch, set, chunks), ...);
+  (cached_reduce<W, Lazy>(*fusex::detail::get<I>(rs), p, row, active, lane, slots, scratch, set, chunks), ...);
   __syncthreads();  // the results are visible to the whole group before the next pass reads them
 }
 
-template <int W, int L, class Index, class CExpr, class Set, class Chunks>
+template <int W, int L, bool Lazy, class Index, class CExpr, class Set, class Chunks>
 __device__ FUSEX_FORCEINLINE void cached_level_pass(const CExpr& ce, const row_params<Index>& p, Index row, bool active,
                                                     int lane, std::uint64_t* slots, unsigned char* scratch,
                                                     const Set& set, Chunks chunks) {
   const auto rs = gather_level<L>(ce);
-  cached_pass<W>(rs, p, row, active, lane, slots, scratch, set,
+  cached_pass<W, Lazy>(rs, p, row, active, lane, slots, scratch, set,
                  std::make_index_sequence<fusex::detail::tuple_size<decltype(rs)>::value>{}, chunks);
 }
 
@@ -374,7 +374,7 @@ __device__ FUSEX_FORCEINLINE void cached_fill(const CExpr& ce, const row_params<
   fill_cached<k>(ce, c, set);
 }
 
-template <int W, int k, class Index, class Out, class CExpr, class Set>
+template <int W, int k, bool Lazy, class Index, class Out, class CExpr, class Set>
 __device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, const row_params<Index>& p, Index row,
                                                int lane, const std::uint64_t* slots, const Set& set) {
   const Index j = static_cast<Index>(lane) + static_cast<Index>(k) * static_cast<Index>(p.tpr);
@@ -383,13 +383,14 @@ __device__ FUSEX_FORCEINLINE void cached_store(const Out& out, const CExpr& ce, 
   c.rank = 2;
   c.c[0] = row;
   c.c[1] = j * W;
-  out.template store<W>(c, load_scope<W>(ce, c, cached_row_context<k, Set>{{slots}, &set}));
+  out.template store<W>(c, load_scope<W, Lazy>(ce, c, cached_row_context<k, Set>{{slots}, &set}));
 }
 
 /// The cached row: each leaf type's owner operand is loaded once (all loads in flight together),
 /// each nesting level of reductions is one pass over registers, and the epilogue stores from them.
 /// `modes`: the leaves' roles (a compile-time constant after inlining on the static path, where
-/// Dense also says that no leaf broadcasts along the row).
+/// Dense also says that no leaf broadcasts along the row and that the shared values take their
+/// lazy form: share_table::lazy_ok held at launch).
 template <int W, bool Dense, class Index, class Out, class Expr, int... L, int... K>
 __device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, const row_params<Index>& p,
                                              std::uint64_t modes, Index row, bool active, int lane,
@@ -399,10 +400,10 @@ __device__ FUSEX_FORCEINLINE void cached_row(const Expr& expr, const Out& out, c
   const auto ce = make_cached<W, sizeof...(K), Dense, Index>(expr, modes);
   row_cache_set<W, sizeof...(K), leaf_types_t<Expr>> set;
   (cached_fill<W, K>(ce, p, row, active, lane, set), ...);
-  (cached_level_pass<W, L>(ce, p, row, active, lane, slots, scratch, set, chunks), ...);
+  (cached_level_pass<W, L, Dense>(ce, p, row, active, lane, slots, scratch, set, chunks), ...);
   if (!active) return;
   if (p.full) {
-    (cached_store<W, K>(out, ce, p, row, lane, slots, set), ...);
+    (cached_store<W, K, Dense>(out, ce, p, row, lane, slots, set), ...);
   } else if (lane == 0) {
     coord<Index, 2> c;
     c.rank = 2;

@@ -133,7 +133,8 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
     const int n_ops = static_cast<int>(ro.ops.size());
     const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), n_ops, reds, V);
     if (R.ok) {
-      const bool static_path = R.cached && row_static_path(R, ro.ops.data(), n_ops, predicted_cache_modes<Ev>::value);
+      const bool static_path = R.cached && shares_lazy_ok(e) &&
+                               row_static_path(R, ro.ops.data(), n_ops, predicted_cache_modes<Ev>::value);
       std::string out = row_plan_text(R, ro.ops.data(), n_ops, reds.size(), reduction_depth<Ev>::value, static_path);
       describe_tree(e, out, 2, ro.ops.data() + 1, &R.full);
       return out;

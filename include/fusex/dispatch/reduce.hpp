@@ -335,7 +335,8 @@ void launch_rows(const std::array<operand_layout, N>& ops, const row_layout& L, 
   if (p.cached && !row_cache_possible<Index, V, Ev>)
     throw error("fusex: internal: a cached row plan without a cached kernel");
   if constexpr (row_cache_possible<Index, V, Ev>) {
-    if (p.cached && row_static_path(L, ops.data(), static_cast<int>(N), predicted_cache_modes<Ev>::value)) {
+    // (The static path's shared values take their lazy form: it needs lazy_ok.)
+    if (p.cached && src.shares_lazy && row_static_path(L, ops.data(), static_cast<int>(N), predicted_cache_modes<Ev>::value)) {
       launch_kernel("row_kernel (static path)", &row_kernel<Index, V, true, Out, Ev>,
                     dim3(static_cast<unsigned>(blocks)), dim3(block), smem, stream, dev, p, out, ev);
       return;
