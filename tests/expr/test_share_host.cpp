@@ -245,3 +245,39 @@ TEST_CASE("share: through the kernels' evaluators, vector lanes and 32-bit piece
     return (v * v) * (v * v) + v;
   });
 }
+
+TEST_CASE("share: repeated leaves in a tree with shared values (the same view read once, others each)",
+          "[eval][share]") {
+  constexpr i64 rows = 4, cols = 16;
+  const auto x = random_default<float>(rows * cols);
+  const auto x2 = random_default<float>(rows * cols);
+  const auto b = random_default<float>(cols);
+  const auto X = x.cview({rows, cols}), X2 = x2.cview({rows, cols}), B = b.cview({cols});
+  host_array<float> y(rows * cols);
+  auto xs = [&](i64 i) { return x[static_cast<std::size_t>(i)]; };
+  auto x2s = [&](i64 i) { return x2[static_cast<std::size_t>(i)]; };
+  auto bs = [&](i64 i) { return b[static_cast<std::size_t>(i % cols)]; };
+  // Four float leaves of one type: X (three times), B (broadcast: other strides) and X2 (another
+  // pointer): the first X keeps its value, the other Xs read it, B and X2 read memory. Lazy form.
+  const auto h = X * 0.5f + B;
+  const auto e = (h * h) * (X2 + X) + X * B;
+  check_through_evaluators(e, y, rows, cols, [&](i64 i) {
+    const float v = xs(i) * 0.5f + bs(i);
+    return (v * v) * (x2s(i) + xs(i)) + xs(i) * bs(i);
+  });
+  // Two different values of one type, each used twice: no lazy form, roles tested.
+  const auto g = X * 0.5f + 0.25f, k = X2 * 0.5f + 0.25f;
+  const auto e2 = (g + k) * (g - k) + X;
+  check_through_evaluators(e2, y, rows, cols, [&](i64 i) {
+    const float gv = xs(i) * 0.5f + 0.25f, kv = x2s(i) * 0.5f + 0.25f;
+    return (gv + kv) * (gv - kv) + xs(i);
+  });
+  // Through the host backend (the kernels' loop, either form) against a double reference.
+  poison(y);
+  fusex::host::eval(y.view({rows, cols}), e);
+  check_values<float>("(h * h) * (x2 + x) + x * b", y, rows * cols, [&](std::size_t i) {
+    const double v = double(x[i]) * 0.5 + b[i % cols];
+    return v * v * (double(x2[i]) + x[i]) + double(x[i]) * b[i % cols];
+  });
+}
+

@@ -396,11 +396,53 @@ struct shared_eval {
   }
 };
 
+/// A leaf of a type that occurs more than once in an elementwise tree that has shared values
+/// (share_leaves): the first of its type (share_store) is kept in the memo, a later one that is the
+/// same view (share_reuse) reads it, another view (share_compute) reads memory. The compiler cannot
+/// see that two leaf parameters hold one pointer, so without this each would load (and, with every
+/// work item's loads in flight together, hold registers for) its own copy of the same values.
+template <class E>
+struct shared_leaf_eval {
+  using value_type = typename E::value_type;
+  using compute_type = typename E::compute_type;
+  E child;
+  int role;
+
+  template <int V, class Index, int R, class Ctx>
+  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
+    static_assert(has_memo<Ctx>::value, "fusex: internal: a shared leaf evaluated outside load_scope");
+    auto& m = ctx.memo->template get<E>();
+    if constexpr (Ctx::lazy) {
+      // (The first of the type was read into the memo by load_scope.)
+      if (role == share_compute) return child.template load<V>(c, ctx);
+      return m;
+    } else {
+      if (role == share_reuse) return m;
+      const vec<compute_type, V> x = child.template load<V>(c, ctx);
+      if (role == share_store) m = x;
+      return x;
+    }
+  }
+
+  // The inner node interface (expr/detail/tree.hpp).
+  static constexpr std::size_t arity = 1;
+  template <std::size_t I>
+  FUSEX_HD FUSEX_FORCEINLINE const E& child_at() const {
+    return child;
+  }
+  template <class C>
+  FUSEX_HD FUSEX_FORCEINLINE shared_leaf_eval<C> with_children(const C& c) const {
+    return shared_leaf_eval<C>{c, role};
+  }
+};
+
 template <class N, class... K>
 struct memo_keys_f : std::conditional<share_kind_of<N>::value == share_reduction, type_list<>,
                                       typename type_lists_merge<K...>::type> {};
 template <class Key, class E, class K>
 struct memo_keys_f<shared_eval<Key, E>, K> : type_list_add<K, Key> {};
+template <class E, class K>
+struct memo_keys_f<shared_leaf_eval<E>, K> : type_list_add<K, E> {};
 /// The shared values' keys of a scope (an evaluator tree outside its reductions: each reduction's
 /// operand is a scope of its own), in the post-order of their first uses.
 template <class E>
@@ -410,6 +452,8 @@ template <class Key, class N>
 struct is_shared_of : std::false_type {};
 template <class Key, class E>
 struct is_shared_of<Key, shared_eval<Key, E>> : std::true_type {};
+template <class Key>
+struct is_shared_of<Key, shared_leaf_eval<Key>> : std::true_type {};
 template <class Key>
 struct has_key {
   template <class N, class... K>
@@ -501,6 +545,43 @@ auto share_values(const E& e, bool& lazy_ok) {
     const share_table<E> t = share_roles(e);
     lazy_ok = lazy_ok && t.lazy_ok;
     share_wrapper<share_dups_t<E>, share_table<E>> w{{}, t};
+    return fold_tree(e, w);
+  }
+}
+
+template <class N>
+struct is_leaf_eval : std::false_type {};
+template <class T, class Index>
+struct is_leaf_eval<leaf_eval<T, Index>> : std::true_type {};
+// Wraps the leaves of the types in Dups in shared_leaf_eval, in post-order: the first of a type keeps
+// its value, a later one reads it where it is the same view.
+template <class Dups>
+struct leaf_wrapper : rebuild_tree {
+  const void* first[Dups::size] = {};
+  using rebuild_tree::operator();
+  template <class N>
+  auto operator()(const N& n) {
+    if constexpr (!type_list_contains<N, Dups>::value) {
+      return n;
+    } else {
+      const void*& f = first[type_list_index<N, Dups>::value];
+      int role = share_store;
+      if (f == nullptr) f = &n;
+      else role = n.same_data(*static_cast<const N*>(f)) ? share_reuse : share_compute;
+      return shared_leaf_eval<N>{n, role};
+    }
+  }
+};
+/// The leaves of an elementwise evaluator tree that has shared values, with repeated leaf types
+/// wrapped (shared_leaf_eval); other trees unchanged (no kernel is added for leaves alone). In the
+/// lazy form every leaf that is the first of its type's view is read once per work item.
+template <class E>
+auto share_leaves(const E& e) {
+  using dups = typename fold_type_t<E, candidate_sets<is_leaf_eval>::template f>::dups;
+  if constexpr (!has_shares_v<E> || dups::size == 0) {
+    return e;
+  } else {
+    leaf_wrapper<dups> w;
     return fold_tree(e, w);
   }
 }

@@ -100,16 +100,20 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
   return pe;
 }
 
+/// The evaluator of expression E in an elementwise kernel (repeated leaves shared: share_leaves).
+template <class E, class Index>
+using elementwise_evaluator_t = decltype(share_leaves(std::declval<const evaluator_t<E, Index>&>()));
+
 /// The kernel's assignments; `lazy` tells whether their shared values may take the lazy form
 /// (leaf_strides_source::shares_lazy).
 template <class Index, class PE, class... T, class... E, std::size_t... I>
 auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, bool& lazy,
                       const E&... exprs) {
   leaf_strides_source<Index> src{pe.ops.data() + sizeof...(T), 0};
-  using result = fusex::detail::tuple<assignment<out_eval<T, Index>, evaluator_t<E, Index>>...>;
+  using result = fusex::detail::tuple<assignment<out_eval<T, Index>, elementwise_evaluator_t<E, Index>>...>;
   // Braced initialisation runs left to right: expressions take their leaves in order.
-  result r{assignment<out_eval<T, Index>, evaluator_t<E, Index>>{
-      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), build_evaluator(exprs, src)}...};
+  result r{assignment<out_eval<T, Index>, elementwise_evaluator_t<E, Index>>{
+      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), share_leaves(build_evaluator(exprs, src))}...};
   lazy = src.shares_lazy;
   return r;
 }

@@ -48,6 +48,11 @@ template <class T, class... Ts>
 struct type_index<T, T, Ts...> : std::integral_constant<std::size_t, 0> {};
 template <class T, class U, class... Ts>
 struct type_index<T, U, Ts...> : std::integral_constant<std::size_t, 1 + type_index<T, Ts...>::value> {};
+/// T's position in type list L (T must be in it).
+template <class T, class L>
+struct type_list_index;
+template <class T, class... Ts>
+struct type_list_index<T, type_list<Ts...>> : type_index<T, Ts...> {};
 
 /// The concatenation of the lists (duplicates kept).
 template <class A, class B>

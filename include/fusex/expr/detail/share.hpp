@@ -99,22 +99,27 @@ struct types_in_two<type_list<U...>, L...> {
   using type = typename type_list_cat<
       std::conditional_t<(lists_containing<U, L...>::value >= 2), type_list<U>, type_list<>>...>::type;
 };
-template <class N, class... K>
-struct share_sets_f {
-  using merged = typename type_lists_merge<typename K::all...>::type;
-  using all = std::conditional_t<share_kind_of<N>::value != share_none,
-                                 typename type_list_add<merged, N>::type, merged>;
-  using dups = typename type_lists_merge<typename K::dups..., typename types_in_two<merged, typename K::all...>::type>::type;
-  using type = share_sets<all, dups>;
+/// The candidate sets of a tree, for the node types that `Pred<N>::value` selects.
+template <template <class> class Pred>
+struct candidate_sets {
+  template <class N, class... K>
+  struct f {
+    using merged = typename type_lists_merge<typename K::all...>::type;
+    using all = std::conditional_t<Pred<N>::value, typename type_list_add<merged, N>::type, merged>;
+    using dups =
+        typename type_lists_merge<typename K::dups..., typename types_in_two<merged, typename K::all...>::type>::type;
+    using type = share_sets<all, dups>;
+  };
+  template <class N>
+  struct f<N> {
+    using type = share_sets<std::conditional_t<Pred<N>::value, type_list<N>, type_list<>>, type_list<>>;
+  };
 };
 template <class N>
-struct share_sets_f<N> {
-  using type = share_sets<std::conditional_t<share_kind_of<N>::value != share_none, type_list<N>, type_list<>>,
-                          type_list<>>;
-};
+struct is_share_candidate : std::bool_constant<share_kind_of<N>::value != share_none> {};
 /// The node types of tree N that are candidates for sharing (occur more than once).
 template <class N>
-using share_dups_t = typename fold_type_t<N, share_sets_f>::dups;
+using share_dups_t = typename fold_type_t<N, candidate_sets<is_share_candidate>::template f>::dups;
 
 template <class Dups>
 struct share_count {
