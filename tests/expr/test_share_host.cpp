@@ -11,11 +11,28 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 using namespace fxt;
 using fusex::shape_t;
 
 namespace {
+
+// A repeated leaf wrapped by share_leaves (shared_eval with Leaf).
+template <class N>
+struct is_leaf_role : std::false_type {};
+template <class K, class E>
+struct is_leaf_role<fusex::detail::shared_eval<K, E, true>> : std::true_type {};
+// The roles of those leaves, in visit order (a visit_tree visitor).
+struct leaf_role_collector {
+  std::vector<int> roles;
+  template <class N>
+  int operator()(const N& n, int) {
+    if constexpr (is_leaf_role<N>::value) roles.push_back(n.role);
+    return 0;
+  }
+};
+
 // Counts its calls; equal copies (the same counter) are the same op.
 struct counted {
   i64* calls;
@@ -224,13 +241,21 @@ TEST_CASE("share: a shared layer_norm keeps the row kernel's static path", "[eva
   CHECK(contains(alone, "static path"));
   CHECK(contains(twice, "static path"));
   CHECK(contains(twice, "6 of 10 leaves answered from registers"));
-  // Two different normalisations of one type in one epilogue: no lazy form, so the roles are tested
-  // at run time.
-  const auto x2 = random_default<float>(rows * cols);
-  const auto n2 = fusex::layer_norm(x2.cview({rows, cols}), g.cview({cols}), b.cview({cols}));
-  const std::string two = fusex::explain(y.view({rows, cols}), (n + n2) * (n - n2));
+  // Two different normalisations of one type over the same operands (other eps) in one epilogue:
+  // the cached roles equal the prediction, but the values differ, so no lazy form, and the static
+  // path (which takes it) is not taken: the roles are tested at run time.
+  const auto n2 = fusex::layer_norm(x.cview({rows, cols}), g.cview({cols}), b.cview({cols}), 1e-3);
+  const std::string two = fusex::explain(y.view({rows, cols}), n * n2);
   INFO(two);
+  CHECK(contains(two, "row kept in registers"));
   CHECK(!contains(two, "static path"));
+  // Values of one type on both sides of a reduction are different values: the epilogue's w is not
+  // predicted to be the reduction's x (the static path stays).
+  const auto w = random_default<float>(rows * cols);
+  const auto X = x.cview({rows, cols}), W = w.cview({rows, cols});
+  const std::string sides = fusex::explain(y.view({rows, cols}), fusex::mean(X * 2.0f, -1, fusex::keepdim) + W * 0.5f);
+  INFO(sides);
+  CHECK(contains(sides, "static path"));
 }
 
 TEST_CASE("share: through the kernels' evaluators, vector lanes and 32-bit pieces", "[eval][share]") {
@@ -272,6 +297,20 @@ TEST_CASE("share: repeated leaves in a tree with shared values (the same view re
     const float gv = xs(i) * 0.5f + 0.25f, kv = x2s(i) * 0.5f + 0.25f;
     return (gv + kv) * (gv - kv) + xs(i);
   });
+  // The roles share_leaves gives the leaves (post-order): the first X keeps its value, the later Xs
+  // read it, B (other strides) and X2 (another pointer) read memory.
+  {
+    using namespace fusex::detail;
+    const auto dst = std::make_tuple(y.view({rows, cols}));
+    const auto pe = prepare(dst, e);
+    leaf_strides_source<std::uint32_t> src{pe.ops.data() + 1, 0, 0};
+    const auto lev = share_leaves(build_evaluator(e, src));
+    leaf_role_collector rc;
+    visit_tree(lev, rc, 0);
+    const std::vector<int> want{share_store,  share_compute, share_reuse, share_compute,
+                                share_compute, share_reuse,  share_reuse, share_compute};
+    CHECK(rc.roles == want);
+  }
   // Through the host backend (the kernels' loop, either form) against a double reference.
   poison(y);
   fusex::host::eval(y.view({rows, cols}), e);

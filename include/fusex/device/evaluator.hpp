@@ -363,7 +363,13 @@ struct share_mark_eval {
   }
 };
 
-template <class Key, class E>
+/// `Leaf`: a leaf of a type that occurs more than once in an elementwise tree that has shared values
+/// (share_leaves; Key is the leaf's type): the first of its type (share_store) is kept in the memo, a
+/// later one that is the same view (share_reuse) reads it, another view (share_compute) reads
+/// memory, also in the lazy form. The compiler cannot see that two leaf parameters hold one
+/// pointer, so without this each would load (and, with every work item's loads in flight together,
+/// hold registers for) its own copy of the same values.
+template <class Key, class E, bool Leaf = false>
 struct shared_eval {
   using value_type = typename E::value_type;
   using compute_type = typename E::compute_type;
@@ -375,6 +381,11 @@ struct shared_eval {
     static_assert(has_memo<Ctx>::value, "fusex: internal: a shared value evaluated outside load_scope");
     auto& m = ctx.memo->template get<Key>();
     if constexpr (Ctx::lazy) {
+      // (load_scope computed the first of each key into the memo. A value's role is not tested: the
+      // first of a type used once is share_compute. A leaf's first is always share_store.)
+      if constexpr (Leaf) {
+        if (role == share_compute) return child.template load<V>(c, ctx);
+      }
       return m;
     } else {
       if (role == share_reuse) return m;
@@ -391,58 +402,16 @@ struct shared_eval {
     return child;
   }
   template <class C>
-  FUSEX_HD FUSEX_FORCEINLINE shared_eval<Key, C> with_children(const C& c) const {
-    return shared_eval<Key, C>{c, role};
-  }
-};
-
-/// A leaf of a type that occurs more than once in an elementwise tree that has shared values
-/// (share_leaves): the first of its type (share_store) is kept in the memo, a later one that is the
-/// same view (share_reuse) reads it, another view (share_compute) reads memory. The compiler cannot
-/// see that two leaf parameters hold one pointer, so without this each would load (and, with every
-/// work item's loads in flight together, hold registers for) its own copy of the same values.
-template <class E>
-struct shared_leaf_eval {
-  using value_type = typename E::value_type;
-  using compute_type = typename E::compute_type;
-  E child;
-  int role;
-
-  template <int V, class Index, int R, class Ctx>
-  FUSEX_HD FUSEX_FORCEINLINE vec<compute_type, V> load(const coord<Index, R>& c, const Ctx& ctx) const {
-    static_assert(has_memo<Ctx>::value, "fusex: internal: a shared leaf evaluated outside load_scope");
-    auto& m = ctx.memo->template get<E>();
-    if constexpr (Ctx::lazy) {
-      // (The first of the type was read into the memo by load_scope.)
-      if (role == share_compute) return child.template load<V>(c, ctx);
-      return m;
-    } else {
-      if (role == share_reuse) return m;
-      const vec<compute_type, V> x = child.template load<V>(c, ctx);
-      if (role == share_store) m = x;
-      return x;
-    }
-  }
-
-  // The inner node interface (expr/detail/tree.hpp).
-  static constexpr std::size_t arity = 1;
-  template <std::size_t I>
-  FUSEX_HD FUSEX_FORCEINLINE const E& child_at() const {
-    return child;
-  }
-  template <class C>
-  FUSEX_HD FUSEX_FORCEINLINE shared_leaf_eval<C> with_children(const C& c) const {
-    return shared_leaf_eval<C>{c, role};
+  FUSEX_HD FUSEX_FORCEINLINE shared_eval<Key, C, Leaf> with_children(const C& c) const {
+    return shared_eval<Key, C, Leaf>{c, role};
   }
 };
 
 template <class N, class... K>
 struct memo_keys_f : std::conditional<share_kind_of<N>::value == share_reduction, type_list<>,
                                       typename type_lists_merge<K...>::type> {};
-template <class Key, class E, class K>
-struct memo_keys_f<shared_eval<Key, E>, K> : type_list_add<K, Key> {};
-template <class E, class K>
-struct memo_keys_f<shared_leaf_eval<E>, K> : type_list_add<K, E> {};
+template <class Key, class E, bool Leaf, class K>
+struct memo_keys_f<shared_eval<Key, E, Leaf>, K> : type_list_add<K, Key> {};
 /// The shared values' keys of a scope (an evaluator tree outside its reductions: each reduction's
 /// operand is a scope of its own), in the post-order of their first uses.
 template <class E>
@@ -450,10 +419,8 @@ using memo_keys_t = fold_type_t<E, memo_keys_f>;
 
 template <class Key, class N>
 struct is_shared_of : std::false_type {};
-template <class Key, class E>
-struct is_shared_of<Key, shared_eval<Key, E>> : std::true_type {};
-template <class Key>
-struct is_shared_of<Key, shared_leaf_eval<Key>> : std::true_type {};
+template <class Key, class E, bool Leaf>
+struct is_shared_of<Key, shared_eval<Key, E, Leaf>> : std::true_type {};
 template <class Key>
 struct has_key {
   template <class N, class... K>
@@ -553,7 +520,7 @@ template <class N>
 struct is_leaf_eval : std::false_type {};
 template <class T, class Index>
 struct is_leaf_eval<leaf_eval<T, Index>> : std::true_type {};
-// Wraps the leaves of the types in Dups in shared_leaf_eval, in post-order: the first of a type keeps
+// Wraps the leaves of the types in Dups in shared_eval<N, N, true>, in post-order: the first of a type keeps
 // its value, a later one reads it where it is the same view.
 template <class Dups>
 struct leaf_wrapper : rebuild_tree {
@@ -568,12 +535,12 @@ struct leaf_wrapper : rebuild_tree {
       int role = share_store;
       if (f == nullptr) f = &n;
       else role = n.same_data(*static_cast<const N*>(f)) ? share_reuse : share_compute;
-      return shared_leaf_eval<N>{n, role};
+      return shared_eval<N, N, true>{n, role};
     }
   }
 };
 /// The leaves of an elementwise evaluator tree that has shared values, with repeated leaf types
-/// wrapped (shared_leaf_eval); other trees unchanged (no kernel is added for leaves alone). In the
+/// wrapped (shared_eval with Leaf); other trees unchanged (no kernel is added for leaves alone). In the
 /// lazy form every leaf that is the first of its type's view is read once per work item.
 template <class E>
 auto share_leaves(const E& e) {
@@ -773,13 +740,13 @@ struct leaf_entries_f<index_eval<Index>> {
 };
 template <class Op, class C, class K>
 struct leaf_entries_f<reduce_eval<Op, C>, K> : mark_in_reduction<K> {};
-template <class Key, class E, class K>
-struct leaf_entries_f<shared_eval<Key, E>, K> : mark_in_share<Key, K> {};
+template <class Key, class E, bool Leaf, class K>
+struct leaf_entries_f<shared_eval<Key, E, Leaf>, K> : mark_in_share<Key, K> {};
 
 template <class N, class... K>
 struct share_keys_f : type_lists_merge<K...> {};
-template <class Key, class E, class K>
-struct share_keys_f<shared_eval<Key, E>, K> : type_list_add<K, Key> {};
+template <class Key, class E, bool Leaf, class K>
+struct share_keys_f<shared_eval<Key, E, Leaf>, K> : type_list_add<K, Key> {};
 /// The keys of every shared value of an evaluator tree (any scope).
 template <class E>
 using share_keys_t = fold_type_t<E, share_keys_f>;
@@ -809,12 +776,14 @@ constexpr std::uint64_t predict_cache_modes() {
   const auto& l = leaves::v;
   // A leaf at the same place in an earlier copy of its shared value (`n` in n * gelu(n)) is
   // predicted to be that copy's operand: a shared value's copies are one value (its second copy is
-  // never evaluated, so its leaves say nothing about the others).
+  // never evaluated, so its leaves say nothing about the others). Only copies on the same side of
+  // the reductions: values of one type in different scopes are different values (mean(x * 2) +
+  // w * 2), and a leaf inside a reduction is predicted to be the main operand anyway.
   int twin[N > 0 ? N : 1] = {};
   for (int i = 0; i < N; ++i) {
     twin[i] = -1;
     for (int j = 0; j < i && twin[i] < 0 && l[i].key >= 0; ++j)
-      if (l[j].key == l[i].key && l[j].pos == l[i].pos) twin[i] = j;
+      if (l[j].key == l[i].key && l[j].pos == l[i].pos && l[j].in_reduction == l[i].in_reduction) twin[i] = j;
   }
   // The predicted operand of each leaf: 0 for its type's main operand, else one of its own.
   int operand[N > 0 ? N : 1] = {};

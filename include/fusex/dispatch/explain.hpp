@@ -133,7 +133,10 @@ std::string explain_reduce(const std::tuple<view<T>...>& dsts, const E&... exprs
     const int n_ops = static_cast<int>(ro.ops.size());
     const row_layout R = plan_rows(ro.ops.data(), ro.inside.data(), n_ops, reds, V);
     if (R.ok) {
-      const bool static_path = R.cached && shares_lazy_ok(e) &&
+      // (The launch's test: the shared values' lazy form on the evaluator tree, as launch_rows builds it.)
+      leaf_strides_source<std::int64_t> src{ro.ops.data() + 1, 0, 0};
+      (void)build_evaluator(e, src);
+      const bool static_path = R.cached && src.shares_lazy &&
                                row_static_path(R, ro.ops.data(), n_ops, predicted_cache_modes<Ev>::value);
       std::string out = row_plan_text(R, ro.ops.data(), n_ops, reds.size(), reduction_depth<Ev>::value, static_path);
       describe_tree(e, out, 2, ro.ops.data() + 1, &R.full);

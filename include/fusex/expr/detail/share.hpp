@@ -282,15 +282,4 @@ share_table<N> share_roles(const N& tree) {
   return t;
 }
 
-/// Whether the shared values of `tree` may take their lazy form (share_table::lazy_ok; true
-/// without any).
-template <class N>
-bool shares_lazy_ok(const N& tree) {
-  if constexpr (share_count_v<N> == 0) {
-    return true;
-  } else {
-    return share_roles(tree).lazy_ok;
-  }
-}
-
 }  // namespace fusex::detail
