@@ -195,6 +195,60 @@ TEST_CASE("gpu: n * gelu(n) with a normalisation n computes n's reductions once 
   }
 }
 
+TEST_CASE("gpu: a shared normalisation on the row kernel's static path (lazy form), and two of one type", "[gpu][share][reduce]") {
+  // Plain float operands: the register-cached row with its roles known at compile time, whose shared
+  // values take the lazy form (computed once, before the epilogue). n * n2 has two different values
+  // of one type (other eps) over the same operands: the roles match the prediction, but the lazy
+  // form would give n2 n's value, so it runs the path that tests roles.
+  constexpr std::int64_t rows = 64, cols = 1024;
+  const std::size_t n = static_cast<std::size_t>(rows * cols);
+  INFO("launch " << launch_path_name());
+  const auto hx = random_values<float>(n, -3, 3, 41);
+  const auto hg = random_values<float>(static_cast<std::size_t>(cols), 0.5, 1.5, 42);
+  const auto hb = random_values<float>(static_cast<std::size_t>(cols), -1, 1, 43);
+  device_array<float> x(n), g(static_cast<std::size_t>(cols)), b(static_cast<std::size_t>(cols)), y(n);
+  x.upload(hx);
+  g.upload(hg);
+  b.upload(hb);
+  const auto X = fusex::make_view(static_cast<const float*>(x.data()), {rows, cols});
+  const auto G = fusex::make_view(static_cast<const float*>(g.data()), {cols});
+  const auto B = fusex::make_view(static_cast<const float*>(b.data()), {cols});
+  const auto Y = fusex::make_view(y.data(), {rows, cols});
+  std::vector<double> mean(rows, 0.0), var(rows, 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double s = 0, q = 0;
+    for (std::int64_t c = 0; c < cols; ++c) s += hx[static_cast<std::size_t>(r * cols + c)];
+    mean[static_cast<std::size_t>(r)] = s / cols;
+    for (std::int64_t c = 0; c < cols; ++c) q += std::pow(hx[static_cast<std::size_t>(r * cols + c)] - mean[static_cast<std::size_t>(r)], 2);
+    var[static_cast<std::size_t>(r)] = q / cols;
+  }
+  auto norm_ref = [&](std::size_t i, double eps) {
+    const std::size_t r = i / static_cast<std::size_t>(cols), c = i % static_cast<std::size_t>(cols);
+    return (hx[i] - mean[r]) / std::sqrt(var[r] + eps) * hg[c] + hb[c];
+  };
+  std::vector<double> ref(n), ref2(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = norm_ref(i, 1e-5);
+    ref[i] = v * gelu_ref(v);
+    ref2[i] = v * norm_ref(i, 1e-1);
+  }
+  const auto nn = fusex::layer_norm(X, G, B);
+  const auto n2 = fusex::layer_norm(X, G, B, 1e-1);
+  const std::string text = fusex::explain(Y, nn * fusex::gelu(nn));
+  const std::string text2 = fusex::explain(Y, nn * n2);
+  INFO(text << "\n" << text2);
+  CHECK(text.find("static path") != std::string::npos);
+  CHECK(text2.find("row kept in registers") != std::string::npos);
+  CHECK(text2.find("static path") == std::string::npos);
+  stream_guard sg;
+  y.poison();
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(Y, nn * fusex::gelu(nn), s); });
+  CHECK(compare_rel(y.download(), ref, 2e-5, 2e-5) == "");
+  y.poison();
+  fusex_test::run(sg.s, [&](cudaStream_t s) { fusex::eval(Y, nn * n2, s); });
+  CHECK(compare_rel(y.download(), ref2, 2e-5, 2e-5) == "");
+}
+
 TEST_CASE("gpu: repeated reductions, in the row kernel and materialised, are computed once", "[gpu][share][reduce]") {
   counter k;
   const std::int64_t rows = 96, cols = 512;
