@@ -400,7 +400,11 @@ void check_through_evaluators(const E& e, host_array<float>& y, i64 rows, i64 co
     leaf_strides_source<std::uint32_t> src{ops.data() + 1, 0, 0};
     const auto ev = build_evaluator(e, src);
     const bool lazy = src.shares_lazy;
-    const auto lev = share_leaves(ev);  // the elementwise kernel's tree (repeated leaves shared)
+    // The elementwise kernel's trees (repeated leaves shared): with the leaves' roles tested, and
+    // without where every repeated leaf is the first of its type's view (all_first).
+    bool all_first = true, unused = true;
+    const auto lev = share_leaves<share_leaf_any>(ev, all_first);
+    const auto fev = share_leaves<share_leaf_first>(ev, unused);
     const auto p = make_elementwise_params<std::uint32_t>(L);
     const float* base = static_cast<const float*>(ops[0].data);
     for (std::uint32_t w = 0; w < static_cast<std::uint32_t>(L.work); ++w) {
@@ -409,20 +413,23 @@ void check_through_evaluators(const E& e, host_array<float>& y, i64 rows, i64 co
       for (int d = 0; d < L.rank; ++d) off += static_cast<std::int64_t>(c.c[d]) * ops[0].s[d];
       const std::int64_t elem = (base - y.data()) + off;  // element of y
       // The evaluator tree with roles tested, the kernel's with its leaves shared, and (where the
-      // launch would take it) that one's lazy form.
+      // launch would take them) that one's lazy forms.
       if (V == 4) {
         const auto v = load_scope<4>(ev, c, no_context{});
         const auto vl = load_scope<4>(lev, c, no_context{});
         const auto vz = load_scope<4, true>(lev, c, no_context{});
+        const auto vf = load_scope<4, true>(fev, c, no_context{});
         for (int l = 0; l < 4; ++l) {
           CHECK(v.v[l] == want(elem + l));
           CHECK(vl.v[l] == want(elem + l));
           if (lazy) CHECK(vz.v[l] == want(elem + l));
+          if (lazy && all_first) CHECK(vf.v[l] == want(elem + l));
         }
       } else {
         CHECK(load_scope<1>(ev, c, no_context{}).v[0] == want(elem));
         CHECK(load_scope<1>(lev, c, no_context{}).v[0] == want(elem));
         if (lazy) CHECK(load_scope<1, true>(lev, c, no_context{}).v[0] == want(elem));
+        if (lazy && all_first) CHECK(load_scope<1, true>(fev, c, no_context{}).v[0] == want(elem));
       }
     }
   };

@@ -18,11 +18,11 @@ using fusex::shape_t;
 
 namespace {
 
-// A repeated leaf wrapped by share_leaves (shared_eval with Leaf).
+// A repeated leaf wrapped by share_leaves (shared_eval in a leaf form).
 template <class N>
 struct is_leaf_role : std::false_type {};
-template <class K, class E>
-struct is_leaf_role<fusex::detail::shared_eval<K, E, true>> : std::true_type {};
+template <class K, class E, int L>
+struct is_leaf_role<fusex::detail::shared_eval<K, E, L>> : std::bool_constant<L != fusex::detail::share_node> {};
 // The roles of those leaves, in visit order (a visit_tree visitor).
 struct leaf_role_collector {
   std::vector<int> roles;
@@ -297,6 +297,33 @@ TEST_CASE("share: repeated leaves in a tree with shared values (the same view re
     const float gv = xs(i) * 0.5f + 0.25f, kv = x2s(i) * 0.5f + 0.25f;
     return (gv + kv) * (gv - kv) + xs(i);
   });
+  // Every repeated leaf the same view (the chain's z): the form without leaf role tests
+  // (share_leaf_first), which the launch takes; through the evaluators and the host backend.
+  const auto h3 = X * 0.5f + 0.25f;
+  const auto e3 = (h3 * h3) * X + X;
+  check_through_evaluators(e3, y, rows, cols, [&](i64 i) {
+    const float v = xs(i) * 0.5f + 0.25f;
+    return (v * v) * xs(i) + xs(i);
+  });
+  {
+    using namespace fusex::detail;
+    const auto dst = std::make_tuple(y.view({rows, cols}));
+    const auto pe = prepare(dst, e3);
+    leaf_strides_source<std::uint32_t> src{pe.ops.data() + 1, 0, 0};
+    bool all_first = true;
+    const auto lev = share_leaves<share_leaf_first>(build_evaluator(e3, src), all_first);
+    CHECK(all_first);
+    CHECK(src.shares_lazy);
+    leaf_role_collector rc;
+    visit_tree(lev, rc, 0);
+    CHECK(rc.roles == std::vector<int>{share_store, share_reuse, share_reuse, share_reuse});
+  }
+  poison(y);
+  fusex::host::eval(y.view({rows, cols}), e3);
+  check_values<float>("(h * h) * x + x", y, rows * cols, [&](std::size_t i) {
+    const double v = double(x[i]) * 0.5 + 0.25;
+    return v * v * x[i] + x[i];
+  });
   // The roles share_leaves gives the leaves (post-order): the first X keeps its value, the later Xs
   // read it, B (other strides) and X2 (another pointer) read memory.
   {
@@ -304,7 +331,9 @@ TEST_CASE("share: repeated leaves in a tree with shared values (the same view re
     const auto dst = std::make_tuple(y.view({rows, cols}));
     const auto pe = prepare(dst, e);
     leaf_strides_source<std::uint32_t> src{pe.ops.data() + 1, 0, 0};
-    const auto lev = share_leaves(build_evaluator(e, src));
+    bool all_first = true;
+    const auto lev = share_leaves<share_leaf_any>(build_evaluator(e, src), all_first);
+    CHECK(!all_first);  // B and X2 are other views: the launch takes the form that tests leaf roles
     leaf_role_collector rc;
     visit_tree(lev, rc, 0);
     const std::vector<int> want{share_store,  share_compute, share_reuse, share_compute,

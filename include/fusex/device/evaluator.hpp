@@ -331,10 +331,6 @@ struct has_memo : std::false_type {};
 template <class Ctx>
 struct has_memo<Ctx, std::void_t<typename Ctx::memo_type>> : std::true_type {};
 
-/// A candidate value node (Key: its evaluator type before wrapping) with its role: computed on its
-/// own (share_compute), computed and kept for later uses (share_store), or read from the memo
-/// (share_reuse). The role is a kernel parameter, so the branch is uniform; every candidate of a
-/// tree keeps its own code (a tree whose equal-typed values differ at run time computes each).
 /// The evaluator of fusex::share: its child, with the node's identity for the sharing analysis.
 template <class E>
 struct share_mark_eval {
@@ -363,13 +359,24 @@ struct share_mark_eval {
   }
 };
 
-/// `Leaf`: a leaf of a type that occurs more than once in an elementwise tree that has shared values
-/// (share_leaves; Key is the leaf's type): the first of its type (share_store) is kept in the memo, a
+/// Leaf forms of shared_eval: a value node (share_node); a leaf of a type that occurs more than
+/// once in an elementwise tree that has shared values (share_leaves), whose role says at run time
+/// whether it is the first of its type's view (share_leaf_any); the same where every repeated leaf is
+/// that view (share_leaf_first: the launch checked it; the lazy form only).
+inline constexpr int share_node = 0, share_leaf_any = 1, share_leaf_first = 2;
+
+/// A candidate value node (Key: its evaluator type before wrapping) with its role: computed on its
+/// own (share_compute), computed and kept for later uses (share_store), or read from the memo
+/// (share_reuse). The role is a kernel parameter, so the branch is uniform; every candidate of a
+/// tree keeps its own code (a tree whose equal-typed values differ at run time computes each).
+/// Or (`Leaf`, Key is the leaf's type) a repeated leaf: the first of its type (share_store) is kept in the memo, a
 /// later one that is the same view (share_reuse) reads it, another view (share_compute) reads
-/// memory, also in the lazy form. The compiler cannot see that two leaf parameters hold one
-/// pointer, so without this each would load (and, with every work item's loads in flight together,
-/// hold registers for) its own copy of the same values.
-template <class Key, class E, bool Leaf = false>
+/// memory, also in the lazy form, behind a uniform branch; share_leaf_first has no branch (the
+/// branch keeps nvcc from interleaving a thread's work items: the chain ran at 0.90 of a
+/// hand-written kernel with it, 0.95 without, H100). The compiler cannot see that two leaf
+/// parameters hold one pointer, so without this each would load (and, with every work item's loads
+/// in flight together, hold registers for) its own copy of the same values.
+template <class Key, class E, int Leaf = share_node>
 struct shared_eval {
   using value_type = typename E::value_type;
   using compute_type = typename E::compute_type;
@@ -383,7 +390,7 @@ struct shared_eval {
     if constexpr (Ctx::lazy) {
       // (load_scope computed the first of each key into the memo. A value's role is not tested: the
       // first of a type used once is share_compute. A leaf's first is always share_store.)
-      if constexpr (Leaf) {
+      if constexpr (Leaf == share_leaf_any) {
         if (role == share_compute) return child.template load<V>(c, ctx);
       }
       return m;
@@ -410,7 +417,7 @@ struct shared_eval {
 template <class N, class... K>
 struct memo_keys_f : std::conditional<share_kind_of<N>::value == share_reduction, type_list<>,
                                       typename type_lists_merge<K...>::type> {};
-template <class Key, class E, bool Leaf, class K>
+template <class Key, class E, int Leaf, class K>
 struct memo_keys_f<shared_eval<Key, E, Leaf>, K> : type_list_add<K, Key> {};
 /// The shared values' keys of a scope (an evaluator tree outside its reductions: each reduction's
 /// operand is a scope of its own), in the post-order of their first uses.
@@ -419,7 +426,7 @@ using memo_keys_t = fold_type_t<E, memo_keys_f>;
 
 template <class Key, class N>
 struct is_shared_of : std::false_type {};
-template <class Key, class E, bool Leaf>
+template <class Key, class E, int Leaf>
 struct is_shared_of<Key, shared_eval<Key, E, Leaf>> : std::true_type {};
 template <class Key>
 struct has_key {
@@ -520,11 +527,13 @@ template <class N>
 struct is_leaf_eval : std::false_type {};
 template <class T, class Index>
 struct is_leaf_eval<leaf_eval<T, Index>> : std::true_type {};
-// Wraps the leaves of the types in Dups in shared_eval<N, N, true>, in post-order: the first of a type keeps
-// its value, a later one reads it where it is the same view.
-template <class Dups>
+// Wraps the leaves of the types in Dups in shared_eval<N, N, Form>, in post-order: the first of a type
+// keeps its value, a later one reads it where it is the same view. `all_first` is cleared where a
+// repeated leaf is another view.
+template <class Dups, int Form>
 struct leaf_wrapper : rebuild_tree {
   const void* first[Dups::size] = {};
+  bool all_first = true;
   using rebuild_tree::operator();
   template <class N>
   auto operator()(const N& n) {
@@ -535,21 +544,26 @@ struct leaf_wrapper : rebuild_tree {
       int role = share_store;
       if (f == nullptr) f = &n;
       else role = n.same_data(*static_cast<const N*>(f)) ? share_reuse : share_compute;
-      return shared_eval<N, N, true>{n, role};
+      all_first = all_first && role != share_compute;
+      return shared_eval<N, N, Form>{n, role};
     }
   }
 };
 /// The leaves of an elementwise evaluator tree that has shared values, with repeated leaf types
-/// wrapped (shared_eval with Leaf); other trees unchanged (no kernel is added for leaves alone). In the
-/// lazy form every leaf that is the first of its type's view is read once per work item.
-template <class E>
-auto share_leaves(const E& e) {
+/// wrapped (shared_eval in leaf form `Form`: share_leaf_any or share_leaf_first); other trees
+/// unchanged (no kernel is added for leaves alone, and both forms are one type). In the lazy form
+/// every leaf that is the first of its type's view is read once per work item. `all_first` is
+/// cleared where a repeated leaf is another view (then share_leaf_first must not run).
+template <int Form, class E>
+auto share_leaves(const E& e, bool& all_first) {
   using dups = typename fold_type_t<E, candidate_sets<is_leaf_eval>::template f>::dups;
   if constexpr (!has_shares_v<E> || dups::size == 0) {
     return e;
   } else {
-    leaf_wrapper<dups> w;
-    return fold_tree(e, w);
+    leaf_wrapper<dups, Form> w;
+    auto r = fold_tree(e, w);
+    all_first = all_first && w.all_first;
+    return r;
   }
 }
 
@@ -740,12 +754,12 @@ struct leaf_entries_f<index_eval<Index>> {
 };
 template <class Op, class C, class K>
 struct leaf_entries_f<reduce_eval<Op, C>, K> : mark_in_reduction<K> {};
-template <class Key, class E, bool Leaf, class K>
+template <class Key, class E, int Leaf, class K>
 struct leaf_entries_f<shared_eval<Key, E, Leaf>, K> : mark_in_share<Key, K> {};
 
 template <class N, class... K>
 struct share_keys_f : type_lists_merge<K...> {};
-template <class Key, class E, bool Leaf, class K>
+template <class Key, class E, int Leaf, class K>
 struct share_keys_f<shared_eval<Key, E, Leaf>, K> : type_list_add<K, Key> {};
 /// The keys of every shared value of an evaluator tree (any scope).
 template <class E>

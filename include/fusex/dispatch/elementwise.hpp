@@ -100,22 +100,26 @@ auto prepare(const std::tuple<view<T>...>& dsts, const E&... exprs) {
   return pe;
 }
 
-/// The evaluator of expression E in an elementwise kernel (repeated leaves shared: share_leaves).
-template <class E, class Index>
-using elementwise_evaluator_t = decltype(share_leaves(std::declval<const evaluator_t<E, Index>&>()));
-
-/// The kernel's assignments; `lazy` tells whether their shared values may take the lazy form
-/// (leaf_strides_source::shares_lazy).
-template <class Index, class PE, class... T, class... E, std::size_t... I>
-auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, std::index_sequence<I...>, bool& lazy,
-                      const E&... exprs) {
-  leaf_strides_source<Index> src{pe.ops.data() + sizeof...(T), 0};
-  using result = fusex::detail::tuple<assignment<out_eval<T, Index>, elementwise_evaluator_t<E, Index>>...>;
+/// The evaluators of an elementwise kernel's expressions, in order; `lazy` tells whether their shared
+/// values may take the lazy form (leaf_strides_source::shares_lazy).
+template <class Index, class PE, class... E>
+auto make_evaluators(const PE& pe, std::size_t n_out, bool& lazy, const E&... exprs) {
+  leaf_strides_source<Index> src{pe.ops.data() + n_out, 0};
   // Braced initialisation runs left to right: expressions take their leaves in order.
-  result r{assignment<out_eval<T, Index>, elementwise_evaluator_t<E, Index>>{
-      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), share_leaves(build_evaluator(exprs, src))}...};
+  fusex::detail::tuple<evaluator_t<E, Index>...> r{build_evaluator(exprs, src)...};
   lazy = src.shares_lazy;
   return r;
+}
+
+/// The kernel's assignments, repeated leaves in leaf form `Form` (share_leaves); `all_first` is
+/// cleared where a repeated leaf is another view than the first of its type.
+template <int Form, class Index, class PE, class... T, class Evs, std::size_t... I>
+auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, const Evs& evs, std::index_sequence<I...>,
+                      bool& all_first) {
+  using result = fusex::detail::tuple<assignment<
+      out_eval<T, Index>, decltype(share_leaves<Form>(fusex::detail::get<I>(evs), all_first))>...>;
+  return result{assignment<out_eval<T, Index>, decltype(share_leaves<Form>(fusex::detail::get<I>(evs), all_first))>{
+      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), share_leaves<Form>(fusex::detail::get<I>(evs), all_first)}...};
 }
 /// Whether a kernel's assignments have shared values (a second, lazy kernel exists for them).
 template <class Assignments>
@@ -148,8 +152,10 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
   }
   const elementwise_layout& L = pe.layout;
   const auto params = make_elementwise_params<Index>(L);
-  bool lazy = true;
-  const auto as = make_assignments<Index>(pe, dsts, std::index_sequence_for<T...>{}, lazy, exprs...);
+  bool lazy = true, all_first = true;
+  const auto evs = make_evaluators<Index>(pe, sizeof...(T), lazy, exprs...);
+  using seq = std::index_sequence_for<T...>;
+  const auto as = make_assignments<share_leaf_any, Index>(pe, dsts, evs, seq{}, all_first);
   using AS = std::decay_t<decltype(as)>;
   const device_properties& dev = current_device_info();
   int block = elementwise_block;
@@ -168,6 +174,17 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
   if (blocks < 1) blocks = 1;
   if constexpr (assignments_share<AS>::value) {
     if (lazy) {
+      // A third kernel only where repeated leaves exist (else both leaf forms are one type).
+      using AS_first = decltype(make_assignments<share_leaf_first, Index>(pe, dsts, evs, seq{}, all_first));
+      if constexpr (!std::is_same_v<AS, AS_first>) {
+        if (all_first) {
+          launch_kernel("elementwise_kernel (shared values and repeated leaves resolved at compile time)",
+                        &elementwise_kernel<Index, V, AS_first, true>, dim3(static_cast<unsigned>(blocks)),
+                        dim3(static_cast<unsigned>(block)), 0, stream, dev, params,
+                        make_assignments<share_leaf_first, Index>(pe, dsts, evs, seq{}, all_first));
+          return;
+        }
+      }
       launch_kernel("elementwise_kernel (shared values resolved at compile time)",
                     &elementwise_kernel<Index, V, AS, true>, dim3(static_cast<unsigned>(blocks)),
                     dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
@@ -278,12 +295,23 @@ void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
     L.work = L.numel;
     L.tail_start = L.numel;
     const auto params = make_elementwise_params<std::uint64_t>(L);
-    bool lazy = true;
-    const auto as = make_assignments<std::uint64_t>(pe, dsts, std::index_sequence_for<T...>{}, lazy, exprs...);
+    bool lazy = true, all_first = true;
+    const auto evs = make_evaluators<std::uint64_t>(pe, sizeof...(T), lazy, exprs...);
     using seq = std::make_index_sequence<sizeof...(T)>;
-    // The kernels' two forms of shared values, as the device chooses them.
-    if constexpr (assignments_share<std::decay_t<decltype(as)>>::value) {
+    const auto as = make_assignments<share_leaf_any, std::uint64_t>(pe, dsts, evs, seq{}, all_first);
+    // The kernels' three forms of shared values, as the device chooses them.
+    using AS = std::decay_t<decltype(as)>;
+    if constexpr (assignments_share<AS>::value) {
       if (lazy) {
+        using AS_first = decltype(make_assignments<share_leaf_first, std::uint64_t>(pe, dsts, evs, seq{}, all_first));
+        if constexpr (!std::is_same_v<AS, AS_first>) {
+          if (all_first) {
+            const auto af = make_assignments<share_leaf_first, std::uint64_t>(pe, dsts, evs, seq{}, all_first);
+            for (std::uint64_t w = 0; w < params.work; ++w)
+              process_items<1, 1, max_rank, true>(af, params, w, std::uint64_t{1}, params.work, seq{});
+            return;
+          }
+        }
         for (std::uint64_t w = 0; w < params.work; ++w)
           process_items<1, 1, max_rank, true>(as, params, w, std::uint64_t{1}, params.work, seq{});
         return;
