@@ -14,6 +14,7 @@
 #include <fusex/core/detail/tuple.hpp>
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 namespace fusex::detail {
@@ -121,6 +122,33 @@ FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, int rank,
 
 inline constexpr int elementwise_block = 256;
 inline constexpr int elementwise_unroll = 4;
+/// The elementwise kernel of an expression with random numbers (elementwise_random_kernel) is
+/// compiled for 4 resident blocks per SM (__launch_bounds__' second argument: at most 64 registers)
+/// and takes 2 work items per thread and step instead of 4; its grid is sized as for 4 (each thread
+/// takes two steps: the configuration measured). Philox's ten rounds per four lanes had left dropout
+/// at 117-128 registers, two blocks per SM: ncu on an H100 found it latency-bound (DRAM 60% busy in
+/// float32, 47% in bf16; issue slots 30-45%), not short of arithmetic. A/B on the H100, [16384,
+/// 4096], fraction of a copy's bytes/s: float32 0.69 -> 0.89, bf16 -> 0.78 (docs/performance.md;
+/// 3 blocks or 4 items per step: between the two). Other kernels are not capped.
+inline constexpr int elementwise_random_min_blocks = 4;
+inline constexpr int elementwise_random_unroll = 2;
+
+template <class Op, class = void>
+struct is_random_op : std::false_type {};
+template <class Op>
+struct is_random_op<Op, std::void_t<decltype(Op::counter_based_random)>> : std::true_type {};
+template <class N, class... K>
+struct has_random_f : std::bool_constant<(false || ... || K::value)> {};
+template <class Op, class... C, class... K>
+struct has_random_f<map_eval<Op, C...>, K...> : std::bool_constant<(is_random_op<Op>::value || ... || K::value)> {};
+/// Whether a kernel's assignments draw random numbers (they then take elementwise_random_kernel).
+template <class Assignments>
+struct assignments_random;
+template <class... A>
+struct assignments_random<fusex::detail::tuple<A...>>
+    : std::bool_constant<(fold_type_t<typename A::expr_type, has_random_f>::value || ...)> {};
+template <class Assignments>
+inline constexpr bool has_random_v = assignments_random<Assignments>::value;
 
 /// Launch tuning, settable for measurements: the grid is capped at `waves` times the number of
 /// blocks the GPU holds at once (0: no cap, one set of U work items per thread).
@@ -138,9 +166,8 @@ inline elementwise_tuning& elementwise_tuning_state() {
 }
 
 #if defined(__CUDACC__)
-template <int R, int V, bool Lazy, class Index, class Assignments>
+template <int R, int V, bool Lazy, int U, class Index, class Assignments>
 __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Index>& p, const Assignments& as) {
-  constexpr int U = elementwise_unroll;
   using seq = std::make_index_sequence<fusex::detail::tuple_size<Assignments>::value>;
   const Index block_first = static_cast<Index>(blockIdx.x) * blockDim.x * U + threadIdx.x;
   const Index chunk = static_cast<Index>(gridDim.x) * blockDim.x * U;
@@ -162,17 +189,37 @@ __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Inde
 /// 32-bit plans of rank 1 or 2 (padded to 2) take a path with exactly two dimensions: no
 /// per-dimension tests in the index arithmetic. Everything else takes the general path. `Lazy`:
 /// shared values resolved at compile time (instantiated only for expressions that have them).
-template <class Index, int V, class Assignments, bool Lazy = false>
-__global__ void __launch_bounds__(elementwise_block)
-    elementwise_kernel(const elementwise_params<Index> p, const Assignments as) {
+template <class Index, int V, bool Lazy, int U, class Assignments>
+__device__ FUSEX_FORCEINLINE void elementwise_entry(const elementwise_params<Index>& p, const Assignments& as) {
   pdl_begin();
   if constexpr (sizeof(Index) == 4) {
     if (p.rank == 2) {
-      elementwise_body<2, V, Lazy>(p, as);
+      elementwise_body<2, V, Lazy, U>(p, as);
       return;
     }
   }
-  elementwise_body<max_rank, V, Lazy>(p, as);
+  elementwise_body<max_rank, V, Lazy, U>(p, as);
+}
+template <class Index, int V, class Assignments, bool Lazy = false>
+__global__ void __launch_bounds__(elementwise_block)
+    elementwise_kernel(const elementwise_params<Index> p, const Assignments as) {
+  elementwise_entry<Index, V, Lazy, elementwise_unroll>(p, as);
+}
+/// The same for expressions with random numbers: register-capped, two work items per step
+/// (elementwise_random_min_blocks).
+template <class Index, int V, class Assignments, bool Lazy = false>
+__global__ void __launch_bounds__(elementwise_block, elementwise_random_min_blocks)
+    elementwise_random_kernel(const elementwise_params<Index> p, const Assignments as) {
+  elementwise_entry<Index, V, Lazy, elementwise_random_unroll>(p, as);
+}
+/// The kernel for Assignments: only one of the two is instantiated per expression.
+template <class Index, int V, class Assignments, bool Lazy = false>
+constexpr auto elementwise_kernel_for() {
+  if constexpr (has_random_v<Assignments>) {
+    return &elementwise_random_kernel<Index, V, Assignments, Lazy>;
+  } else {
+    return &elementwise_kernel<Index, V, Assignments, Lazy>;
+  }
 }
 #endif
 

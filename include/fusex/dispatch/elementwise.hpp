@@ -179,19 +179,19 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
       if constexpr (!std::is_same_v<AS, AS_first>) {
         if (all_first) {
           launch_kernel("elementwise_kernel (shared values and repeated leaves resolved at compile time)",
-                        &elementwise_kernel<Index, V, AS_first, true>, dim3(static_cast<unsigned>(blocks)),
+                        elementwise_kernel_for<Index, V, AS_first, true>(), dim3(static_cast<unsigned>(blocks)),
                         dim3(static_cast<unsigned>(block)), 0, stream, dev, params,
                         make_assignments<share_leaf_first, Index>(pe, dsts, evs, seq{}, all_first));
           return;
         }
       }
       launch_kernel("elementwise_kernel (shared values resolved at compile time)",
-                    &elementwise_kernel<Index, V, AS, true>, dim3(static_cast<unsigned>(blocks)),
+                    elementwise_kernel_for<Index, V, AS, true>(), dim3(static_cast<unsigned>(blocks)),
                     dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
       return;
     }
   }
-  launch_kernel("elementwise_kernel", &elementwise_kernel<Index, V, AS>, dim3(static_cast<unsigned>(blocks)),
+  launch_kernel("elementwise_kernel", elementwise_kernel_for<Index, V, AS>(), dim3(static_cast<unsigned>(blocks)),
                 dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
 }
 #endif

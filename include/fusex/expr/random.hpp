@@ -82,6 +82,8 @@ namespace ops {
 /// `Derived` gives `from_block(w, k)`: element k (0..3) of a block from its four words.
 template <class R, class Derived>
 struct random_op {
+  /// Marks a counter-based random op (its elementwise kernels are register-capped).
+  static constexpr bool counter_based_random = true;
   template <class I>
   using result = R;
   template <std::size_t, class I>
