@@ -376,3 +376,27 @@ TEST_CASE("random: a random operand inside a row reduction keeps the row in regi
   }
   CHECK(bad == 0);
 }
+
+TEST_CASE("random: an elementwise expression with random numbers takes the register-capped kernel", "[random]") {
+  // launch_elementwise picks elementwise_random_kernel by this trait: if it stopped seeing the random
+  // ops (wrapped in a shared value, say), dropout would silently lose its register cap.
+  using namespace fusex::detail;
+  host_array<float> x(64), y(64);
+  for (std::size_t i = 0; i < 64; ++i) x[i] = 0.25f * static_cast<float>(i) - 3.0f;
+  const auto X = x.cview({8, 8});
+  auto takes_random_kernel = [&](const auto& e) {
+    const auto dst = std::make_tuple(y.view({8, 8}));
+    const auto pe = prepare(dst, e);
+    bool lazy = true, all_first = true;
+    const auto evs = make_evaluators<std::uint32_t>(pe, 1, lazy, e);
+    const auto as = make_assignments<share_leaf_any, std::uint32_t>(pe, dst, evs, std::index_sequence<0>{}, all_first);
+    return has_random_v<std::decay_t<decltype(as)>>;
+  };
+  CHECK(takes_random_kernel(fusex::dropout(X, 0.1, 1, 0)));
+  CHECK(takes_random_kernel(fusex::relu(X) + fusex::normal(X.shape(), 1, 0)));
+  CHECK(takes_random_kernel(fusex::where(fusex::bernoulli(X.shape(), 0.5, 2, 0), X, 0.0f)));
+  const auto h = X + fusex::uniform(X.shape(), 3, 0);  // inside a shared value
+  CHECK(takes_random_kernel(h * h));
+  CHECK_FALSE(takes_random_kernel(fusex::relu(X) * 2.0f));
+  CHECK_FALSE(takes_random_kernel((X + 1.0f) * (X + 1.0f)));
+}

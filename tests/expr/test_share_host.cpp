@@ -311,9 +311,21 @@ TEST_CASE("share: repeated leaves in a tree with shared values (the same view re
     const auto pe = prepare(dst, e3);
     leaf_strides_source<std::uint32_t> src{pe.ops.data() + 1, 0, 0};
     bool all_first = true;
-    const auto lev = share_leaves<share_leaf_first>(build_evaluator(e3, src), all_first);
+    const auto ev3 = build_evaluator(e3, src);
+    const auto lev = share_leaves<share_leaf_first>(ev3, all_first);
     CHECK(all_first);
     CHECK(src.shares_lazy);
+    // The two leaf forms are two types (so the launch has the third kernel to take)...
+    bool unused = true;
+    CHECK_FALSE(std::is_same_v<decltype(share_leaves<share_leaf_any>(ev3, unused)), decltype(lev)>);
+    // ...and one type where no tensor leaf repeats (no third kernel is instantiated): a shared
+    // value over an index leaf alone (a tensor leaf inside a shared value repeats in its copies).
+    const auto u = fusex::uniform(X.shape(), 3, 0);
+    const auto pe4 = prepare(dst, u * u);
+    leaf_strides_source<std::uint32_t> src4{pe4.ops.data() + 1, 0, 0};
+    const auto ev4 = build_evaluator(u * u, src4);
+    CHECK(std::is_same_v<decltype(share_leaves<share_leaf_any>(ev4, unused)),
+                         decltype(share_leaves<share_leaf_first>(ev4, unused))>);
     leaf_role_collector rc;
     visit_tree(lev, rc, 0);
     CHECK(rc.roles == std::vector<int>{share_store, share_reuse, share_reuse, share_reuse});

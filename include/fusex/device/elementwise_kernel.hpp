@@ -126,10 +126,11 @@ inline constexpr int elementwise_unroll = 4;
 /// compiled for 4 resident blocks per SM (__launch_bounds__' second argument: at most 64 registers)
 /// and takes 2 work items per thread and step instead of 4; its grid is sized as for 4 (each thread
 /// takes two steps: the configuration measured). Philox's ten rounds per four lanes had left dropout
-/// at 117-128 registers, two blocks per SM: ncu on an H100 found it latency-bound (DRAM 60% busy in
+/// at 117-142 registers, two blocks per SM: ncu on an H100 found it latency-bound (DRAM 60% busy in
 /// float32, 47% in bf16; issue slots 30-45%), not short of arithmetic. A/B on the H100, [16384,
-/// 4096], fraction of a copy's bytes/s: float32 0.69 -> 0.89, bf16 -> 0.78 (docs/performance.md;
-/// 3 blocks or 4 items per step: between the two). Other kernels are not capped.
+/// 4096], fraction of a copy's bytes/s: float32 0.69 -> 0.89, bf16 0.36 -> 0.78 (docs/performance.md;
+/// 4 items per step: bf16 0.69; 3 blocks: float32 0.84). Other kernels are not capped; only the
+/// elementwise kernel of such expressions is (row, reduction and GEMM-epilogue kernels are not).
 inline constexpr int elementwise_random_min_blocks = 4;
 inline constexpr int elementwise_random_unroll = 2;
 
@@ -151,7 +152,8 @@ template <class Assignments>
 inline constexpr bool has_random_v = assignments_random<Assignments>::value;
 
 /// Launch tuning, settable for measurements: the grid is capped at `waves` times the number of
-/// blocks the GPU holds at once (0: no cap, one set of U work items per thread).
+/// blocks the GPU holds at once (0: no cap, one set of U work items per thread; the count assumes
+/// 2048 / 256 blocks per SM, twice what the register-capped random kernel is built for).
 struct elementwise_tuning {
   int waves = 0;
   /// Small problems (fewer full blocks than SMs) get smaller blocks, down to one warp, so they

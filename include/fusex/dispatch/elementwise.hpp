@@ -121,7 +121,8 @@ auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, const Ev
   return result{assignment<out_eval<T, Index>, decltype(share_leaves<Form>(fusex::detail::get<I>(evs), all_first))>{
       make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), share_leaves<Form>(fusex::detail::get<I>(evs), all_first)}...};
 }
-/// Whether a kernel's assignments have shared values (a second, lazy kernel exists for them).
+/// Whether a kernel's assignments have shared values (lazy kernels exist for them: one, or two where
+/// repeated leaves are wrapped).
 template <class Assignments>
 struct assignments_share;
 template <class... A>
