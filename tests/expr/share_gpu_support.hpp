@@ -1,5 +1,6 @@
-// Helpers of the shared-value GPU tests (test_share_gpu.cu, test_share_rows_gpu.cu,
-// test_share_reduce_gpu.cu: three TUs, so that none takes over 90 s to compile on two cores).
+// Helpers of the shared-value GPU tests (test_share_gpu.cu, test_share_norm_gpu.cu,
+// test_share_rows_gpu.cu, test_share_reduce_gpu.cu: four TUs, so that none takes over 90 s to
+// compile on two cores).
 #pragma once
 #include <fusex/fusex.hpp>
 

@@ -1,6 +1,7 @@
 // GPU tests of shared values (issue #29 item 1) against double references computed here: a value
 // used twice (h * sigmoid(h)) in float and in bf16 storage, and the ten-op chain of the issue
-// (normalisations: test_share_rows_gpu.cu; repeated reductions: test_share_reduce_gpu.cu). A counting functor (an atomic add per
+// (normalisations: test_share_norm_gpu.cu and test_share_rows_gpu.cu; repeated reductions:
+// test_share_reduce_gpu.cu). A counting functor (an atomic add per
 // call) shows on the device what the host tests show: each shared value computed once per element.
 // Every checked evaluation goes through fusex_test::run (eager, and as test_elementwise_gpu.graph
 // captured into a graph and replayed).

@@ -1,4 +1,4 @@
-// GPU tests of shared values, part three (parts one and two: test_share_gpu.cu,
+// GPU tests of shared values, part four (the others: test_share_gpu.cu, test_share_norm_gpu.cu,
 // test_share_rows_gpu.cu): repeated reductions, in the row kernel and materialised, computed once.
 // Against double references, eager and replayed from a graph.
 #include "share_gpu_support.hpp"
