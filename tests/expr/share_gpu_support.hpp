@@ -67,4 +67,25 @@ inline void row_moments(const host_vector<float>& x, std::int64_t rows, std::int
   }
 }
 
+// A layer norm's operands over [rows, cols] (x in [-3, 3], g in [0.5, 1.5], b in [-1, 1]; random
+// with seeds seed, seed + 1, seed + 2), on the host and on the device, with float views of the latter.
+struct norm_operands {
+  host_vector<float> hx, hg, hb;
+  device_array<float> x, g, b;
+  fusex::view<const float> X, G, B;
+  norm_operands(std::int64_t rows, std::int64_t cols, unsigned seed)
+      : hx(random_values<float>(static_cast<std::size_t>(rows * cols), -3, 3, seed)),
+        hg(random_values<float>(static_cast<std::size_t>(cols), 0.5, 1.5, seed + 1)),
+        hb(random_values<float>(static_cast<std::size_t>(cols), -1, 1, seed + 2)),
+        x(hx.size()),
+        g(hg.size()),
+        b(hb.size()),
+        X(fusex::make_view(static_cast<const float*>(x.data()), {rows, cols})),
+        G(fusex::make_view(static_cast<const float*>(g.data()), {cols})),
+        B(fusex::make_view(static_cast<const float*>(b.data()), {cols})) {
+    x.upload(hx);
+    g.upload(hg);
+    b.upload(hb);
+  }
+};
 }  // namespace fusex_test::share

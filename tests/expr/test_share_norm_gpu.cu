@@ -14,16 +14,9 @@ TEST_CASE("gpu: n * gelu(n) with a normalisation n computes n's reductions once 
   for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 1024}, {16, 6000}}) {
     INFO("[" << rows << ", " << cols << "], launch " << launch_path_name());
     const std::size_t n = static_cast<std::size_t>(rows * cols);
-    const auto hx = random_values<float>(n, -3, 3, 31);
-    const auto hg = random_values<float>(static_cast<std::size_t>(cols), 0.5, 1.5, 32);
-    const auto hb = random_values<float>(static_cast<std::size_t>(cols), -1, 1, 33);
-    device_array<float> x(n), g(static_cast<std::size_t>(cols)), b(static_cast<std::size_t>(cols));
-    x.upload(hx);
-    g.upload(hg);
-    b.upload(hb);
-    const auto X = fusex::make_view(static_cast<const float*>(x.data()), {rows, cols});
-    const auto G = fusex::make_view(static_cast<const float*>(g.data()), {cols});
-    const auto B = fusex::make_view(static_cast<const float*>(b.data()), {cols});
+    const norm_operands op(rows, cols, 31);
+    const auto &hx = op.hx, &hg = op.hg, &hb = op.hb;
+    const auto &X = op.X, &G = op.G, &B = op.B;
     auto norm = [&] { return fusex::layer_norm(fusex::map(dcounted{k.c.data()}, X), G, B); };
     std::vector<double> mean, var;
     row_moments(hx, rows, cols, mean, var);

@@ -17,16 +17,10 @@ TEST_CASE("gpu: a shared normalisation on the row kernel's static path (lazy for
   constexpr std::int64_t rows = 64, cols = 1024;
   const std::size_t n = static_cast<std::size_t>(rows * cols);
   INFO("launch " << launch_path_name());
-  const auto hx = random_values<float>(n, -3, 3, 41);
-  const auto hg = random_values<float>(static_cast<std::size_t>(cols), 0.5, 1.5, 42);
-  const auto hb = random_values<float>(static_cast<std::size_t>(cols), -1, 1, 43);
-  device_array<float> x(n), g(static_cast<std::size_t>(cols)), b(static_cast<std::size_t>(cols)), y(n);
-  x.upload(hx);
-  g.upload(hg);
-  b.upload(hb);
-  const auto X = fusex::make_view(static_cast<const float*>(x.data()), {rows, cols});
-  const auto G = fusex::make_view(static_cast<const float*>(g.data()), {cols});
-  const auto B = fusex::make_view(static_cast<const float*>(b.data()), {cols});
+  const norm_operands op(rows, cols, 41);
+  const auto &hx = op.hx, &hg = op.hg, &hb = op.hb;
+  const auto &X = op.X, &G = op.G, &B = op.B;
+  device_array<float> y(n);
   const auto Y = fusex::make_view(y.data(), {rows, cols});
   std::vector<double> mean(rows, 0.0), var(rows, 0.0);
   for (std::int64_t r = 0; r < rows; ++r) {
