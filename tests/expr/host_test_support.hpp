@@ -402,9 +402,9 @@ void check_through_evaluators(const E& e, host_array<float>& y, i64 rows, i64 co
     const bool lazy = src.shares_lazy;
     // The elementwise kernel's trees (repeated leaves shared): with the leaves' roles tested, and
     // without where every repeated leaf is the first of its type's view (all_first).
-    bool all_first = true, unused = true;
-    const auto lev = share_leaves<share_leaf_any>(ev, all_first);
-    const auto fev = share_leaves<share_leaf_first>(ev, unused);
+    const bool all_first = leaves_all_first(ev);
+    const auto lev = share_leaves<share_leaf_any>(ev);
+    const auto fev = share_leaves<share_leaf_first>(ev);
     const auto p = make_elementwise_params<std::uint32_t>(L);
     const float* base = static_cast<const float*>(ops[0].data);
     for (std::uint32_t w = 0; w < static_cast<std::uint32_t>(L.work); ++w) {

@@ -387,10 +387,13 @@ TEST_CASE("random: an elementwise expression with random numbers takes the regis
   auto takes_random_kernel = [&](const auto& e) {
     const auto dst = std::make_tuple(y.view({8, 8}));
     const auto pe = prepare(dst, e);
-    bool lazy = true, all_first = true;
+    bool lazy = true, random = false;
     const auto evs = make_evaluators<std::uint32_t>(pe, 1, lazy, e);
-    const auto as = make_assignments<share_leaf_any, std::uint32_t>(pe, dst, evs, std::index_sequence<0>{}, all_first);
-    return has_random_v<std::decay_t<decltype(as)>>;
+    // The assignments of the form the launch chooses (with_elementwise_form).
+    with_elementwise_form<std::uint32_t>(pe, dst, evs, lazy, [&](const auto& as, auto) {
+      random = has_random_v<std::decay_t<decltype(as)>>;
+    });
+    return random;
   };
   CHECK(takes_random_kernel(fusex::dropout(X, 0.1, 1, 0)));
   CHECK(takes_random_kernel(fusex::relu(X) + fusex::normal(X.shape(), 1, 0)));

@@ -310,22 +310,19 @@ TEST_CASE("share: repeated leaves in a tree with shared values (the same view re
     const auto dst = std::make_tuple(y.view({rows, cols}));
     const auto pe = prepare(dst, e3);
     leaf_strides_source<std::uint32_t> src{pe.ops.data() + 1, 0, 0};
-    bool all_first = true;
     const auto ev3 = build_evaluator(e3, src);
-    const auto lev = share_leaves<share_leaf_first>(ev3, all_first);
-    CHECK(all_first);
+    const auto lev = share_leaves<share_leaf_first>(ev3);
+    CHECK(leaves_all_first(ev3));
     CHECK(src.shares_lazy);
     // The two leaf forms are two types (so the launch has the third kernel to take)...
-    bool unused = true;
-    CHECK_FALSE(std::is_same_v<decltype(share_leaves<share_leaf_any>(ev3, unused)), decltype(lev)>);
+    CHECK_FALSE(std::is_same_v<decltype(share_leaves<share_leaf_any>(ev3)), decltype(lev)>);
     // ...and one type where no tensor leaf repeats (no third kernel is instantiated): a shared
     // value over an index leaf alone (a tensor leaf inside a shared value repeats in its copies).
     const auto u = fusex::uniform(X.shape(), 3, 0);
     const auto pe4 = prepare(dst, u * u);
     leaf_strides_source<std::uint32_t> src4{pe4.ops.data() + 1, 0, 0};
     const auto ev4 = build_evaluator(u * u, src4);
-    CHECK(std::is_same_v<decltype(share_leaves<share_leaf_any>(ev4, unused)),
-                         decltype(share_leaves<share_leaf_first>(ev4, unused))>);
+    CHECK(std::is_same_v<decltype(share_leaves<share_leaf_any>(ev4)), decltype(share_leaves<share_leaf_first>(ev4))>);
     leaf_role_collector rc;
     visit_tree(lev, rc, 0);
     CHECK(rc.roles == std::vector<int>{share_store, share_reuse, share_reuse, share_reuse});
@@ -343,9 +340,9 @@ TEST_CASE("share: repeated leaves in a tree with shared values (the same view re
     const auto dst = std::make_tuple(y.view({rows, cols}));
     const auto pe = prepare(dst, e);
     leaf_strides_source<std::uint32_t> src{pe.ops.data() + 1, 0, 0};
-    bool all_first = true;
-    const auto lev = share_leaves<share_leaf_any>(build_evaluator(e, src), all_first);
-    CHECK(!all_first);  // B and X2 are other views: the launch takes the form that tests leaf roles
+    const auto ev = build_evaluator(e, src);
+    const auto lev = share_leaves<share_leaf_any>(ev);
+    CHECK_FALSE(leaves_all_first(ev));  // B and X2 are other views: the launch takes the form that tests leaf roles
     leaf_role_collector rc;
     visit_tree(lev, rc, 0);
     const std::vector<int> want{share_store,  share_compute, share_reuse, share_compute,

@@ -527,13 +527,13 @@ template <class N>
 struct is_leaf_eval : std::false_type {};
 template <class T, class Index>
 struct is_leaf_eval<leaf_eval<T, Index>> : std::true_type {};
+template <class E>
+using repeated_leaf_types_t = typename fold_type_t<E, candidate_sets<is_leaf_eval>::template f>::dups;
 // Wraps the leaves of the types in Dups in shared_eval<N, N, Form>, in post-order: the first of a type
-// keeps its value, a later one reads it where it is the same view. `all_first` is cleared where a
-// repeated leaf is another view.
+// keeps its value, a later one reads it where it is the same view.
 template <class Dups, int Form>
 struct leaf_wrapper : rebuild_tree {
   const void* first[Dups::size] = {};
-  bool all_first = true;
   using rebuild_tree::operator();
   template <class N>
   auto operator()(const N& n) {
@@ -544,26 +544,54 @@ struct leaf_wrapper : rebuild_tree {
       int role = share_store;
       if (f == nullptr) f = &n;
       else role = n.same_data(*static_cast<const N*>(f)) ? share_reuse : share_compute;
-      all_first = all_first && role != share_compute;
       return shared_eval<N, N, Form>{n, role};
     }
   }
 };
 /// The leaves of an elementwise evaluator tree that has shared values, with repeated leaf types
-/// wrapped (shared_eval in leaf form `Form`: share_leaf_any or share_leaf_first); other trees
-/// unchanged (no kernel is added for leaves alone, and both forms are one type). In the lazy form
-/// every leaf that is the first of its type's view is read once per work item. `all_first` is
-/// cleared where a repeated leaf is another view (then share_leaf_first must not run).
+/// wrapped (shared_eval in leaf form `Form`: share_leaf_any, or share_leaf_first where
+/// leaves_all_first holds); other trees unchanged (no kernel is added for leaves alone, and both
+/// forms are one type). In the lazy form every leaf that is the first of its type's view is read
+/// once per work item.
 template <int Form, class E>
-auto share_leaves(const E& e, bool& all_first) {
-  using dups = typename fold_type_t<E, candidate_sets<is_leaf_eval>::template f>::dups;
+auto share_leaves(const E& e) {
+  using dups = repeated_leaf_types_t<E>;
   if constexpr (!has_shares_v<E> || dups::size == 0) {
     return e;
   } else {
     leaf_wrapper<dups, Form> w;
-    auto r = fold_tree(e, w);
-    all_first = all_first && w.all_first;
-    return r;
+    return fold_tree(e, w);
+  }
+}
+// Whether each later leaf of a repeated type is the same view as the first (leaves in the order
+// leaf_wrapper meets them: visit_tree and fold_tree both take children left to right).
+template <class Dups>
+struct leaf_first_check {
+  const void* first[Dups::size] = {};
+  bool all_first = true;
+  template <class N>
+  int operator()(const N& n, int) {
+    if constexpr (type_list_contains<N, Dups>::value) {
+      const void*& f = first[type_list_index<N, Dups>::value];
+      if (f == nullptr) f = &n;
+      else all_first = all_first && n.same_data(*static_cast<const N*>(f));
+    }
+    return 0;
+  }
+};
+/// Whether every repeated leaf of an elementwise evaluator tree is the first of its type's view
+/// (vacuously true where share_leaves wraps nothing): then share_leaf_first may run. A walk that
+/// builds nothing, so a launch decides its kernel before it builds that kernel's arguments.
+template <class E>
+bool leaves_all_first(const E& e) {
+  using dups = repeated_leaf_types_t<E>;
+  if constexpr (!has_shares_v<E> || dups::size == 0) {
+    (void)e;
+    return true;
+  } else {
+    leaf_first_check<dups> c;
+    visit_tree(e, c, 0);
+    return c.all_first;
   }
 }
 

@@ -111,15 +111,13 @@ auto make_evaluators(const PE& pe, std::size_t n_out, bool& lazy, const E&... ex
   return r;
 }
 
-/// The kernel's assignments, repeated leaves in leaf form `Form` (share_leaves); `all_first` is
-/// cleared where a repeated leaf is another view than the first of its type.
+/// The kernel's assignments, repeated leaves in leaf form `Form` (share_leaves).
 template <int Form, class Index, class PE, class... T, class Evs, std::size_t... I>
-auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, const Evs& evs, std::index_sequence<I...>,
-                      bool& all_first) {
-  using result = fusex::detail::tuple<assignment<
-      out_eval<T, Index>, decltype(share_leaves<Form>(fusex::detail::get<I>(evs), all_first))>...>;
-  return result{assignment<out_eval<T, Index>, decltype(share_leaves<Form>(fusex::detail::get<I>(evs), all_first))>{
-      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), share_leaves<Form>(fusex::detail::get<I>(evs), all_first)}...};
+auto make_assignments(const PE& pe, const std::tuple<view<T>...>& dsts, const Evs& evs, std::index_sequence<I...>) {
+  using result =
+      fusex::detail::tuple<assignment<out_eval<T, Index>, decltype(share_leaves<Form>(fusex::detail::get<I>(evs)))>...>;
+  return result{assignment<out_eval<T, Index>, decltype(share_leaves<Form>(fusex::detail::get<I>(evs)))>{
+      make_out_evaluator<Index>(std::get<I>(dsts), pe.ops[I]), share_leaves<Form>(fusex::detail::get<I>(evs))}...};
 }
 /// Whether a kernel's assignments have shared values (lazy kernels exist for them: one, or two where
 /// repeated leaves are wrapped).
@@ -128,6 +126,46 @@ struct assignments_share;
 template <class... A>
 struct assignments_share<fusex::detail::tuple<A...>>
     : std::bool_constant<(has_shares_v<typename A::expr_type> || ...)> {};
+
+template <class Evs, std::size_t... I>
+bool all_leaves_first(const Evs& evs, std::index_sequence<I...>) {
+  return (leaves_all_first(fusex::detail::get<I>(evs)) && ...);
+}
+
+/// The forms of an elementwise kernel: shared values (if any) computed where first met
+/// (form_plain), computed first and read lazily with repeated leaves' roles tested (form_lazy), or
+/// lazily with every repeated leaf its type's first view (form_lazy_first).
+enum elementwise_form : int { form_plain, form_lazy, form_lazy_first };
+inline const char* elementwise_form_name(int form) {
+  return form == form_plain  ? "elementwise_kernel"
+         : form == form_lazy ? "elementwise_kernel (shared values resolved at compile time)"
+                             : "elementwise_kernel (shared values and repeated leaves resolved at compile time)";
+}
+
+/// Chooses the kernel's form (`lazy`: the evaluators allow the lazy one) and calls
+/// run(assignments, std::integral_constant<int, form>{}) with the assignments of that form only.
+/// Device launches and the host backend both choose here, so the host runs what the GPU would.
+template <class Index, class PE, class... T, class Evs, class Run>
+void with_elementwise_form(const PE& pe, const std::tuple<view<T>...>& dsts, const Evs& evs, bool lazy, Run&& run) {
+  using seq = std::index_sequence_for<T...>;
+  using AS = decltype(make_assignments<share_leaf_any, Index>(pe, dsts, evs, seq{}));
+  if constexpr (assignments_share<AS>::value) {
+    if (lazy) {
+      using AS_first = decltype(make_assignments<share_leaf_first, Index>(pe, dsts, evs, seq{}));
+      // A third kernel only where repeated leaves exist (else both leaf forms are one type).
+      if constexpr (!std::is_same_v<AS, AS_first>) {
+        if (all_leaves_first(evs, seq{})) {
+          run(make_assignments<share_leaf_first, Index>(pe, dsts, evs, seq{}),
+              std::integral_constant<int, form_lazy_first>{});
+          return;
+        }
+      }
+      run(make_assignments<share_leaf_any, Index>(pe, dsts, evs, seq{}), std::integral_constant<int, form_lazy>{});
+      return;
+    }
+  }
+  run(make_assignments<share_leaf_any, Index>(pe, dsts, evs, seq{}), std::integral_constant<int, form_plain>{});
+}
 
 }  // namespace detail
 }  // namespace fusex
@@ -153,11 +191,8 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
   }
   const elementwise_layout& L = pe.layout;
   const auto params = make_elementwise_params<Index>(L);
-  bool lazy = true, all_first = true;
+  bool lazy = true;
   const auto evs = make_evaluators<Index>(pe, sizeof...(T), lazy, exprs...);
-  using seq = std::index_sequence_for<T...>;
-  const auto as = make_assignments<share_leaf_any, Index>(pe, dsts, evs, seq{}, all_first);
-  using AS = std::decay_t<decltype(as)>;
   const device_properties& dev = current_device_info();
   int block = elementwise_block;
   auto blocks_of = [&](int b) {
@@ -173,27 +208,12 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
       waves > 0 ? std::int64_t{dev.sm_count} * (dev.max_threads_per_sm / block) * waves : std::int64_t{0x7fffffff};
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
-  if constexpr (assignments_share<AS>::value) {
-    if (lazy) {
-      // A third kernel only where repeated leaves exist (else both leaf forms are one type).
-      using AS_first = decltype(make_assignments<share_leaf_first, Index>(pe, dsts, evs, seq{}, all_first));
-      if constexpr (!std::is_same_v<AS, AS_first>) {
-        if (all_first) {
-          launch_kernel("elementwise_kernel (shared values and repeated leaves resolved at compile time)",
-                        elementwise_kernel_for<Index, V, AS_first, true>(), dim3(static_cast<unsigned>(blocks)),
-                        dim3(static_cast<unsigned>(block)), 0, stream, dev, params,
-                        make_assignments<share_leaf_first, Index>(pe, dsts, evs, seq{}, all_first));
-          return;
-        }
-      }
-      launch_kernel("elementwise_kernel (shared values resolved at compile time)",
-                    elementwise_kernel_for<Index, V, AS, true>(), dim3(static_cast<unsigned>(blocks)),
-                    dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
-      return;
-    }
-  }
-  launch_kernel("elementwise_kernel", elementwise_kernel_for<Index, V, AS>(), dim3(static_cast<unsigned>(blocks)),
-                dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
+  with_elementwise_form<Index>(pe, dsts, evs, lazy, [&](const auto& as, auto form) {
+    using AS = std::decay_t<decltype(as)>;
+    constexpr int f = decltype(form)::value;
+    launch_kernel(elementwise_form_name(f), elementwise_kernel_for<Index, V, AS, f != form_plain>(),
+                  dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(block)), 0, stream, dev, params, as);
+  });
 }
 #endif
 
@@ -296,30 +316,15 @@ void eval_host(const std::tuple<view<T>...>& dsts, const E&... exprs) {
     L.work = L.numel;
     L.tail_start = L.numel;
     const auto params = make_elementwise_params<std::uint64_t>(L);
-    bool lazy = true, all_first = true;
+    bool lazy = true;
     const auto evs = make_evaluators<std::uint64_t>(pe, sizeof...(T), lazy, exprs...);
     using seq = std::make_index_sequence<sizeof...(T)>;
-    const auto as = make_assignments<share_leaf_any, std::uint64_t>(pe, dsts, evs, seq{}, all_first);
-    // The kernels' three forms of shared values, as the device chooses them.
-    using AS = std::decay_t<decltype(as)>;
-    if constexpr (assignments_share<AS>::value) {
-      if (lazy) {
-        using AS_first = decltype(make_assignments<share_leaf_first, std::uint64_t>(pe, dsts, evs, seq{}, all_first));
-        if constexpr (!std::is_same_v<AS, AS_first>) {
-          if (all_first) {
-            const auto af = make_assignments<share_leaf_first, std::uint64_t>(pe, dsts, evs, seq{}, all_first);
-            for (std::uint64_t w = 0; w < params.work; ++w)
-              process_items<1, 1, max_rank, true>(af, params, w, std::uint64_t{1}, params.work, seq{});
-            return;
-          }
-        }
-        for (std::uint64_t w = 0; w < params.work; ++w)
-          process_items<1, 1, max_rank, true>(as, params, w, std::uint64_t{1}, params.work, seq{});
-        return;
-      }
-    }
-    for (std::uint64_t w = 0; w < params.work; ++w)
-      process_items<1, 1, max_rank>(as, params, w, std::uint64_t{1}, params.work, seq{});
+    // The form the device would run, so that host tests check each kernel's evaluators.
+    with_elementwise_form<std::uint64_t>(pe, dsts, evs, lazy, [&](const auto& as, auto form) {
+      for (std::uint64_t w = 0; w < params.work; ++w)
+        process_items<1, 1, max_rank, decltype(form)::value != form_plain>(as, params, w, std::uint64_t{1}, params.work,
+                                                                       seq{});
+    });
   }
 }
 
