@@ -1,0 +1,116 @@
+// Host tests of fusex::layer_sequence (CI, no GPU): run_host against the double reference with
+// its error bound (sequence_reference.hpp), the shape checks of building and running, the layer
+// rules of the persistent kernel (seq_layer_misfit) and its shared-memory size, and plan() in a
+// translation unit compiled without nvcc.
+#include <fusex/sequence.hpp>
+
+#include "fusex_catch.hpp"
+#include "gpu_util.hpp"
+#include "sequence_reference.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using fusex::activation;
+using sequence_test::chain;
+
+namespace {
+
+fusex::view<const float> cview(const std::vector<float>& v, std::int64_t r, std::int64_t c) {
+  return fusex::view<const float>(v.data(), {r, c});
+}
+
+// The chain's layers as views of its host vectors.
+fusex::layer_sequence build(const chain& c) {
+  fusex::layer_sequence s;
+  for (std::size_t l = 0; l < c.layers(); ++l) {
+    const auto w = cview(c.w[l], c.dims[l + 1], c.dims[l]);
+    if (c.bias[l]) s.linear(w, fusex::view<const float>(c.b[l].data(), {c.dims[l + 1]}), c.acts[l]);
+    else s.linear(w, c.acts[l]);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("sequence host: run_host matches the double reference", "[sequence]") {
+  const chain c({64, 128, 32, 96, 64}, {activation::relu, activation::gelu, activation::none, activation::silu},
+                {true, false, true, true}, 11);
+  const fusex::layer_sequence s = build(c);
+  CHECK(s.size() == 4);
+  CHECK(s.in_features() == 64);
+  CHECK(s.out_features() == 64);
+  for (std::int64_t m : {1, 5, 16, 19}) {
+    INFO("M " << m);
+    const auto x = fusex_test::random_values<float>(static_cast<std::size_t>(m * 64), -1, 1, 3);
+    std::vector<float> y(static_cast<std::size_t>(m * 64), std::nanf(""));
+    s.run_host(cview(x, m, 64), fusex::view<float>(y.data(), {m, 64}));
+    const std::string miss = sequence_test::check(y, sequence_test::reference(c, x, m));
+    INFO(miss);
+    CHECK(miss.empty());
+  }
+}
+
+TEST_CASE("sequence host: a mutated chain misses the reference", "[sequence]") {
+  // The check is not vacuous: one weight changed by 1/8 of its range moves outputs past the bound.
+  chain c({32, 32, 32}, {activation::relu, activation::none}, {true, true}, 5);
+  const auto x = fusex_test::random_values<float>(8 * 32, -1, 1, 9);
+  const auto want = sequence_test::reference(c, x, 8);
+  c.w[1][40] += 0.25f / std::sqrt(32.0f);
+  const fusex::layer_sequence s = build(c);
+  std::vector<float> y(8 * 32);
+  s.run_host(cview(x, 8, 32), fusex::view<float>(y.data(), {8, 32}));
+  CHECK_FALSE(sequence_test::check(y, want).empty());
+}
+
+TEST_CASE("sequence host: shapes that do not chain are errors that name them", "[sequence][errors]") {
+  std::vector<float> w1(32 * 16), w2(8 * 24), b(32), x(4 * 16), y(4 * 32);
+  fusex::layer_sequence s;
+  s.linear(cview(w1, 32, 16), fusex::view<const float>(b.data(), {32}));
+  // K of the next layer (24) is not N of this one (32).
+  CHECK_THROWS_AS(s.linear(cview(w2, 8, 24)), fusex::shape_error);
+  try {
+    s.linear(cview(w2, 8, 24));
+  } catch (const fusex::shape_error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("K = 24") != std::string::npos);
+    CHECK(m.find("N = 32") != std::string::npos);
+  }
+  CHECK(s.size() == 1);  // the rejected layer was not added
+  // A bias of the wrong length, a weight that is not 2-D.
+  CHECK_THROWS_AS(s.linear(cview(w1, 16, 32), fusex::view<const float>(b.data(), {8})), fusex::shape_error);
+  CHECK_THROWS_AS(s.linear(fusex::view<const float>(w1.data(), {512})), fusex::shape_error);
+  // run_host: x must be [M, 16], y [M, 32].
+  CHECK_THROWS_AS(s.run_host(cview(x, 2, 32), fusex::view<float>(y.data(), {2, 32})), fusex::shape_error);
+  CHECK_THROWS_AS(s.run_host(cview(x, 4, 16), fusex::view<float>(y.data(), {2, 32})), fusex::shape_error);
+  CHECK_THROWS_AS(s.run_host(cview(x, 4, 16), fusex::view<float>(y.data(), {4, 16})), fusex::shape_error);
+  fusex::layer_sequence empty;
+  CHECK_THROWS_AS(empty.run_host(cview(x, 4, 16), fusex::view<float>(y.data(), {4, 32})), fusex::invalid_argument);
+}
+
+TEST_CASE("sequence host: the persistent kernel's layer rules and shared memory", "[sequence]") {
+  using fusex::detail::seq_layer_misfit;
+  // Clusters of 16 on Linear(256, 256): 16 columns per block, 16 threads split K in steps of 4.
+  CHECK(seq_layer_misfit(256, 256, 16).empty());
+  CHECK(seq_layer_misfit(256, 256, 8).empty());
+  CHECK(seq_layer_misfit(64, 256, 16).empty());       // K = 64 = 4 x 16
+  CHECK_FALSE(seq_layer_misfit(32, 256, 16).empty());  // K not a multiple of 64
+  CHECK_FALSE(seq_layer_misfit(256, 10, 2).empty());   // 5 columns per block: not a multiple of 4
+  CHECK_FALSE(seq_layer_misfit(256, 250, 16).empty());  // N not a multiple of 16
+  CHECK(seq_layer_misfit(256, 250, 16).find("N = 250") != std::string::npos);
+  CHECK_FALSE(seq_layer_misfit(256, 8192, 16).empty());  // 512 columns per block: more than 256
+  // Two inputs [16][pitch], two weight slices [nc][pitch], two bias slices, 256 x 16 partial sums.
+  CHECK(fusex::detail::seq_shared_floats(260, 16) == 2 * 16 * 260 + 2 * 16 * 260 + 2 * 16 + 256 * 16);
+}
+
+TEST_CASE("sequence host: plan without nvcc", "[sequence]") {
+  std::vector<float> w(16 * 16);
+  fusex::layer_sequence s;
+  CHECK(s.plan(16).find("per layer") == 0);
+  s.linear(cview(w, 16, 16), activation::relu);
+  CHECK(s.plan(16) == "per layer: compiled without nvcc");
+  s.allow_persistent(false);
+  CHECK(s.plan(16).find("allow_persistent(false)") != std::string::npos);
+}
