@@ -164,7 +164,9 @@ FUSEX_DEVICE FUSEX_FORCEINLINE void seq_load_slice(const seq_layer& L, int nc, i
 }
 
 /// The kernel: launched with clusters of C blocks along x (C divides every layer's N; see
-/// seq_layer_misfit), gridDim.x / C clusters of seq_rows rows each.
+/// seq_layer_misfit), gridDim.x / C clusters of seq_rows rows each. (A template only so that a
+/// header may define it: several translation units of one program may include it.)
+template <class = void>
 __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __grid_constant__ seq_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ float4 seq_smem4[];
@@ -304,7 +306,7 @@ inline void launch_layer_sequence(const seq_params& p, int c, std::int64_t clust
     cfg.numAttrs = 2;
   }
   (void)dev;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, layer_sequence_kernel, p);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, layer_sequence_kernel<>, p);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     throw cuda_error(err, "cudaLaunchKernelEx(layer_sequence_kernel, thread-block clusters)", __FILE__, __LINE__);
@@ -316,8 +318,8 @@ inline void launch_layer_sequence(const seq_params& p, int c, std::int64_t clust
 /// CUDA's portable 8 and must be allowed per kernel). The kernel's shared-memory limit is raised
 /// to the device's `opt_in` maximum (one setting for every sequence, whatever its size).
 inline bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
-  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in));
-  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<>, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in));
+  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(c));
   cfg.blockDim = dim3(seq_threads);
@@ -330,7 +332,7 @@ inline bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   int clusters = 0;
-  const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, layer_sequence_kernel, &cfg);
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, layer_sequence_kernel<>, &cfg);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // not supported at this size
     return false;
