@@ -11,8 +11,9 @@
 //
 // Without a GPU it says so, runs (1) and (2) on fusex's host backend at a small size, prints the
 // same table without the GPU columns and exits 0.
+#include "tour.hpp"
+
 #include <fusex/fusex.hpp>
-#include <fusex/matmul.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -33,35 +34,14 @@
 
 namespace {
 
+using namespace tour;
+
 // Exit codes: 0 ok (also when there is no device, unless --require-device), 1 a failed check or
 // an error, 2 bad usage, 77 no device with --require-device (CTest's skip code).
 constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
 constexpr int exit_no_device = 77;
 
-// ---------------------------------------------------------------------------------------------
-// Options
-
-struct options {
-  int device = 0;
-  bool require_device = false;
-  bool force_host = false;
-  bool pdl = true;
-  bool tf32 = false;  // float32 GEMMs on TF32 tensor cores (every version)
-  bool chain_one_expression = false;  // each chain block as one expression
-  std::int64_t batch = 16;
-  std::int64_t hidden = 256;
-  std::int64_t layers = 100;  // MLP depth
-  std::int64_t seq = 32;      // transformer sequence length
-  std::int64_t blocks = 50;   // chain length (each block: 7 operations)
-  int steps = 200;
-  int warmup = 10;
-  std::vector<std::string> workloads{"chain", "transformer", "mlp"};
-  std::string json;
-  // Which sizes the user set (the host backend's small defaults apply to the others).
-  bool set_batch = false, set_hidden = false, set_layers = false, set_seq = false, set_blocks = false,
-       set_steps = false, set_warmup = false;
-};
 
 void print_help(std::FILE* out) {
   std::fprintf(out,
@@ -89,6 +69,8 @@ void print_help(std::FILE* out) {
                "               layer_norm, QKV linear, scores, scale, softmax, attention, output linear,\n"
                "               residual, layer_norm, linear+bias, gelu, linear, residual\n"
                "  mlp          `layers` x (Linear(hidden, hidden) + ReLU) on [batch, hidden]\n"
+               "  mlp-persistent  the same MLP, fused versions as one fusex::layer_sequence (one\n"
+               "               persistent kernel for the chain where the GPU has thread-block clusters)\n"
                "Linear layers are fusex::linear (fusex::matmul); weights use PyTorch's default init.\n"
                "\n"
                "Without a usable CUDA device (or with --host) it runs (1) and (2) on fusex's host backend\n"
@@ -96,7 +78,7 @@ void print_help(std::FILE* out) {
                "prints the table without the GPU columns and exits 0.\n"
                "\n"
                "options:\n"
-               "  --workload LIST   comma-separated subset of chain,transformer,mlp or all\n"
+               "  --workload LIST   comma-separated subset of chain,transformer,mlp,mlp-persistent or all\n"
                "                    (default: all, in that order)\n"
                "  --batch N         rows per step (default 16)\n"
                "  --hidden N        hidden size (default 256)\n"
@@ -221,11 +203,11 @@ options parse(int argc, char** argv, bool& exit_now, int& exit_code) {
         const std::size_t comma = list.find(',', start);
         const std::string w = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         if (w == "all") {
-          o.workloads = {"chain", "transformer", "mlp"};
-        } else if (w == "chain" || w == "transformer" || w == "mlp") {
+          o.workloads = {"chain", "transformer", "mlp", "mlp-persistent"};
+        } else if (w == "chain" || w == "transformer" || w == "mlp" || w == "mlp-persistent") {
           if (std::find(o.workloads.begin(), o.workloads.end(), w) == o.workloads.end()) o.workloads.push_back(w);
         } else {
-          throw usage_error{"unknown workload '" + w + "' (choose from chain, transformer, mlp, all)"};
+          throw usage_error{"unknown workload '" + w + "' (choose from chain, transformer, mlp, mlp-persistent, all)"};
         }
         if (comma == std::string::npos) break;
         start = comma + 1;
@@ -237,353 +219,10 @@ options parse(int argc, char** argv, bool& exit_now, int& exit_code) {
   return o;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Memory and evaluation on either backend
-
-// Deterministic pseudo-random numbers (the same on every machine).
-struct lcg {
-  std::uint64_t s;
-  explicit lcg(std::uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  float uniform(float lo, float hi) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    const double u = static_cast<double>(s >> 11) * (1.0 / 9007199254740992.0);
-    return lo + static_cast<float>(u) * (hi - lo);
-  }
-};
-
-// Where a run computes: the GPU (a stream, a resource for temporaries) or the host backend.
-struct backend {
-  bool host = false;
-  cudaStream_t stream = nullptr;
-  fusex::device_resource_ref resource = fusex::detail::null_resource_instance();
-  std::int64_t evals = 0;  // evaluations issued (host runs report it as kernels per step)
-
-  template <class D, class E>
-  void eval(const D& dst, const E& expr) {
-    ++evals;
-    if (host) {
-      fusex::host::eval(dst, expr);
-    } else {
-      fusex::eval(dst, expr, stream);
-    }
-  }
-};
-
-// A temporary: host memory on the host backend, else a stream-ordered buffer from the run's
-// resource (freed on the stream when it goes out of scope, as an eager framework frees).
-class temp {
- public:
-  temp() = default;
-  temp(backend& b, std::int64_t n) {
-    if (b.host) {
-      host_.resize(static_cast<std::size_t>(n));
-    } else {
-      dev_ = fusex::buffer<float>(static_cast<std::size_t>(n), b.stream, b.resource);
-    }
-  }
-  float* data() { return host_.empty() ? dev_.data() : host_.data(); }
-
- private:
-  std::vector<float> host_;
-  fusex::buffer<float> dev_;
-};
-
-// Parameters and inputs: filled once on the host, uploaded to the device for GPU runs.
-class param {
- public:
-  param(bool host, std::int64_t n) : h_(static_cast<std::size_t>(n)), host_(host) {
-    if (!host_) FUSEX_CUDA_CHECK(cudaMalloc(&d_, h_.size() * sizeof(float)));
-  }
-  param(const param&) = delete;
-  param& operator=(const param&) = delete;
-  ~param() {
-    if (d_ != nullptr) (void)cudaFree(d_);
-  }
-  void fill(lcg& r, float lo, float hi) {
-    for (float& v : h_) v = r.uniform(lo, hi);
-    upload();
-  }
-  void upload() {
-    if (!host_) FUSEX_CUDA_CHECK(cudaMemcpy(d_, h_.data(), h_.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  std::vector<float> download() {
-    if (host_) return h_;
-    std::vector<float> out(h_.size());
-    FUSEX_CUDA_CHECK(cudaMemcpy(out.data(), d_, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    return out;
-  }
-  float* data() { return host_ ? h_.data() : d_; }
-  std::int64_t size() const { return static_cast<std::int64_t>(h_.size()); }
-
- private:
-  std::vector<float> h_;
-  float* d_ = nullptr;
-  bool host_;
-};
-
-fusex::view<float> v2(float* p, std::int64_t r, std::int64_t c) { return fusex::make_view(p, {r, c}); }
-fusex::view<float> v1(float* p, std::int64_t n) { return fusex::make_view(p, {n}); }
-
-// ---------------------------------------------------------------------------------------------
-// Workloads. step(b, fused) computes output() from the inputs; it never changes its inputs, so
-// every version computes the same thing.
-
-struct workload {
-  virtual ~workload() = default;
-  virtual std::string name() const = 0;
-  virtual std::string shape() const = 0;
-  virtual void step(backend& b, bool fused) = 0;
-  virtual param& output() = 0;
-};
-
-// A long chain of small steps: per block, 7 operations unfused, 2 fused kernels.
-class chain_workload : public workload {
- public:
-  chain_workload(bool host, std::int64_t batch, std::int64_t hidden, std::int64_t blocks, bool one_expression)
-      : B_(batch), D_(hidden), one_expression_(one_expression), x_(host, batch * hidden), out_(host, batch * hidden) {
-    lcg r(1);
-    x_.fill(r, -1.0f, 1.0f);
-    for (std::int64_t i = 0; i < blocks; ++i) {
-      auto p = std::make_unique<block_params>(host, hidden);
-      p->g.fill(r, 0.8f, 1.2f);
-      p->b.fill(r, -0.1f, 0.1f);
-      p->scale.fill(r, 0.5f, 1.5f);
-      p->shift.fill(r, -0.2f, 0.2f);
-      p->w.fill(r, 0.8f, 1.2f);
-      blocks_.push_back(std::move(p));
-    }
-  }
-  std::string name() const override { return "chain"; }
-  std::string shape() const override {
-    return std::to_string(blocks_.size()) + " blocks of 7 ops on [" + std::to_string(B_) + ", " + std::to_string(D_) +
-           "]";
-  }
-  param& output() override { return out_; }
-
-  void step(backend& b, bool fused) override {
-    const std::int64_t n = B_ * D_;
-    temp cur_store;
-    fusex::view<float> cur = v2(x_.data(), B_, D_);
-    for (std::size_t i = 0; i < blocks_.size(); ++i) {
-      block_params& p = *blocks_[i];
-      const bool last = i + 1 == blocks_.size();
-      temp next_store = last ? temp() : temp(b, n);
-      const fusex::view<float> next = last ? v2(out_.data(), B_, D_) : v2(next_store.data(), B_, D_);
-      auto g = v1(p.g.data(), D_);
-      auto bb = v1(p.b.data(), D_);
-      auto scale = v1(p.scale.data(), D_);
-      auto shift = v1(p.shift.data(), D_);
-      auto w = v1(p.w.data(), D_);
-      if (fused && one_expression_) {
-        // One kernel per block: rms_norm uses its argument three times, and fusex computes it
-        // once per scope (the layer_norm's reductions once per row: docs/ops.md, "Shared values").
-        b.eval(next, fusex::rms_norm(cur + fusex::gelu(fusex::layer_norm(cur, g, bb) * scale + shift) * 0.5f, w));
-      } else if (fused) {
-        // Two kernels per block. (Written as one expression, the rms_norm's reduction nests over
-        // the layer_norm's and the block is one kernel of three dependent phases; measured on the
-        // H200 at [16, 256] that kernel took about twice as long as these two: the rows are short,
-        // so each phase's latency, not the memory traffic, sets the time.)
-        temp t(b, n);
-        auto tv = v2(t.data(), B_, D_);
-        b.eval(tv, cur + fusex::gelu(fusex::layer_norm(cur, g, bb) * scale + shift) * 0.5f);
-        b.eval(next, fusex::rms_norm(tv, w));
-      } else {
-        // One kernel per operation, each into a fresh temporary.
-        temp t1(b, n), t2(b, n), t3(b, n), t4(b, n), t5(b, n), t6(b, n);
-        auto a1 = v2(t1.data(), B_, D_), a2 = v2(t2.data(), B_, D_), a3 = v2(t3.data(), B_, D_);
-        auto a4 = v2(t4.data(), B_, D_), a5 = v2(t5.data(), B_, D_), a6 = v2(t6.data(), B_, D_);
-        b.eval(a1, fusex::layer_norm(cur, g, bb));
-        b.eval(a2, a1 * scale);
-        b.eval(a3, a2 + shift);
-        b.eval(a4, fusex::gelu(a3));
-        b.eval(a5, a4 * 0.5f);
-        b.eval(a6, cur + a5);
-        b.eval(next, fusex::rms_norm(a6, w));
-      }
-      cur = next;
-      cur_store = std::move(next_store);  // the previous block's output is freed here
-    }
-  }
-
- private:
-  struct block_params {
-    param g, b, scale, shift, w;
-    block_params(bool host, std::int64_t d) : g(host, d), b(host, d), scale(host, d), shift(host, d), w(host, d) {}
-  };
-  std::int64_t B_, D_;
-  bool one_expression_;
-  param x_, out_;
-  std::vector<std::unique_ptr<block_params>> blocks_;
-};
-
-// One pre-LN transformer block with a single attention head, on [batch * seq, hidden].
-class transformer_workload : public workload {
- public:
-  transformer_workload(bool host, std::int64_t batch, std::int64_t seq, std::int64_t hidden, fusex::matmul_options mm)
-      : mm_(mm),
-        B_(batch),
-        S_(seq),
-        D_(hidden),
-        F_(4 * hidden),
-        T_(batch * seq),
-        x_(host, T_ * D_),
-        out_(host, T_ * D_),
-        g1_(host, D_),
-        b1_(host, D_),
-        g2_(host, D_),
-        b2_(host, D_),
-        wqkv_(host, 3 * D_ * D_),
-        bqkv_(host, 3 * D_),
-        wo_(host, D_ * D_),
-        bo_(host, D_),
-        w1_(host, F_ * D_),
-        bf1_(host, F_),
-        w2_(host, D_ * F_),
-        bf2_(host, D_) {
-    lcg r(2);
-    x_.fill(r, -1.0f, 1.0f);
-    g1_.fill(r, 0.9f, 1.1f);
-    b1_.fill(r, -0.1f, 0.1f);
-    g2_.fill(r, 0.9f, 1.1f);
-    b2_.fill(r, -0.1f, 0.1f);
-    const float kd = 1.0f / std::sqrt(static_cast<float>(D_));  // PyTorch's default Linear init
-    const float kf = 1.0f / std::sqrt(static_cast<float>(F_));
-    wqkv_.fill(r, -kd, kd);
-    bqkv_.fill(r, -kd, kd);
-    wo_.fill(r, -kd, kd);
-    bo_.fill(r, -kd, kd);
-    w1_.fill(r, -kd, kd);
-    bf1_.fill(r, -kd, kd);
-    w2_.fill(r, -kf, kf);
-    bf2_.fill(r, -kf, kf);
-  }
-  std::string name() const override { return "transformer"; }
-  std::string shape() const override {
-    return "1 block, [" + std::to_string(B_) + " x " + std::to_string(S_) + ", " + std::to_string(D_) + "], ffn " +
-           std::to_string(F_);
-  }
-  param& output() override { return out_; }
-
-  void step(backend& b, bool fused) override {
-    const std::int64_t T = T_, D = D_, F = F_, S = S_, B = B_;
-    auto x = v2(x_.data(), T, D);
-    auto out = v2(out_.data(), T, D);
-    auto g1 = v1(g1_.data(), D), b1 = v1(b1_.data(), D), g2 = v1(g2_.data(), D), b2 = v1(b2_.data(), D);
-    auto wqkv = v2(wqkv_.data(), 3 * D, D), wo = v2(wo_.data(), D, D);
-    auto w1 = v2(w1_.data(), F, D), w2 = v2(w2_.data(), D, F);
-    auto bqkv = v1(bqkv_.data(), 3 * D), bo = v1(bo_.data(), D), bf1 = v1(bf1_.data(), F), bf2 = v1(bf2_.data(), D);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-
-    temp h(b, T * D), qkv(b, T * 3 * D), s(b, B * S * S), p(b, B * S * S), a(b, T * D), x1(b, T * D), h2(b, T * D),
-        f(b, T * F);
-    auto hv = v2(h.data(), T, D);
-    auto qkvv = v2(qkv.data(), T, 3 * D);
-    // q, k, v: [B, S, D] views into the QKV rows; k transposed to [B, D, S] for the scores.
-    const fusex::strides_t qkv_strides{S * 3 * D, 3 * D, 1};
-    auto q = fusex::make_view(qkv.data(), {B, S, D}, qkv_strides);
-    auto k = fusex::make_view(qkv.data() + D, {B, S, D}, qkv_strides);
-    auto v = fusex::make_view(qkv.data() + 2 * D, {B, S, D}, qkv_strides);
-    auto sv = fusex::make_view(s.data(), {B, S, S});
-    auto pv = fusex::make_view(p.data(), {B, S, S});
-    auto a3 = fusex::make_view(a.data(), {B, S, D});
-    auto av = v2(a.data(), T, D);
-    auto x1v = v2(x1.data(), T, D);
-    auto h2v = v2(h2.data(), T, D);
-    auto fv = v2(f.data(), T, F);
-
-    b.eval(hv, fusex::layer_norm(x, g1, b1));
-    b.eval(qkvv, fusex::linear(hv, wqkv, bqkv, mm_));
-    if (fused) {
-      b.eval(sv, fusex::matmul(q, k.transpose(1, 2), mm_) * scale);
-      b.eval(pv, fusex::softmax(sv));
-      b.eval(a3, fusex::matmul(pv, v, mm_));
-      b.eval(x1v, x + fusex::linear(av, wo, bo, mm_));
-      b.eval(h2v, fusex::layer_norm(x1v, g2, b2));
-      b.eval(fv, fusex::gelu(fusex::linear(h2v, w1, bf1, mm_)));
-      b.eval(out, x1v + fusex::linear(fv, w2, bf2, mm_));
-    } else {
-      temp s2(b, B * S * S), o(b, T * D), f2(b, T * F), o2(b, T * D);
-      auto s2v = fusex::make_view(s2.data(), {B, S, S});
-      auto ov = v2(o.data(), T, D), f2v = v2(f2.data(), T, F), o2v = v2(o2.data(), T, D);
-      b.eval(sv, fusex::matmul(q, k.transpose(1, 2), mm_));
-      b.eval(s2v, sv * scale);
-      b.eval(pv, fusex::softmax(s2v));
-      b.eval(a3, fusex::matmul(pv, v, mm_));
-      b.eval(ov, fusex::linear(av, wo, bo, mm_));
-      b.eval(x1v, x + ov);
-      b.eval(h2v, fusex::layer_norm(x1v, g2, b2));
-      b.eval(fv, fusex::linear(h2v, w1, bf1, mm_));
-      b.eval(f2v, fusex::gelu(fv));
-      b.eval(o2v, fusex::linear(f2v, w2, bf2, mm_));
-      b.eval(out, x1v + o2v);
-    }
-  }
-
- private:
-  fusex::matmul_options mm_;
-  std::int64_t B_, S_, D_, F_, T_;
-  param x_, out_, g1_, b1_, g2_, b2_, wqkv_, bqkv_, wo_, bo_, w1_, bf1_, w2_, bf2_;
-};
-
-// `layers` x (Linear(hidden, hidden) + ReLU) on [batch, hidden].
-class mlp_workload : public workload {
- public:
-  mlp_workload(bool host, std::int64_t batch, std::int64_t hidden, std::int64_t layers, fusex::matmul_options mm)
-      : mm_(mm), B_(batch), H_(hidden), x_(host, batch * hidden), out_(host, batch * hidden) {
-    lcg r(3);
-    x_.fill(r, -1.0f, 1.0f);
-    const float k = 1.0f / std::sqrt(static_cast<float>(hidden));  // PyTorch's default Linear init
-    for (std::int64_t i = 0; i < layers; ++i) {
-      auto w = std::make_unique<param>(host, hidden * hidden);
-      auto bias = std::make_unique<param>(host, hidden);
-      w->fill(r, -k, k);
-      bias->fill(r, -k, k);
-      w_.push_back(std::move(w));
-      b_.push_back(std::move(bias));
-    }
-  }
-  std::string name() const override { return "mlp"; }
-  std::string shape() const override {
-    return std::to_string(w_.size()) + " x (Linear(" + std::to_string(H_) + ", " + std::to_string(H_) +
-           ") + ReLU), batch " + std::to_string(B_);
-  }
-  param& output() override { return out_; }
-
-  void step(backend& b, bool fused) override {
-    temp cur_store;
-    fusex::view<float> cur = v2(x_.data(), B_, H_);
-    for (std::size_t i = 0; i < w_.size(); ++i) {
-      const bool last = i + 1 == w_.size();
-      temp next_store = last ? temp() : temp(b, B_ * H_);
-      const fusex::view<float> next = last ? v2(out_.data(), B_, H_) : v2(next_store.data(), B_, H_);
-      auto w = v2(w_[i]->data(), H_, H_);
-      auto bias = v1(b_[i]->data(), H_);
-      if (fused) {
-        b.eval(next, fusex::relu(fusex::linear(cur, w, bias, mm_)));
-      } else {
-        temp t(b, B_ * H_);  // Linear (GEMM with its bias, as addmm), then ReLU
-        auto tv = v2(t.data(), B_, H_);
-        b.eval(tv, fusex::linear(cur, w, bias, mm_));
-        b.eval(next, fusex::relu(tv));
-      }
-      cur = next;
-      cur_store = std::move(next_store);
-    }
-  }
-
- private:
-  fusex::matmul_options mm_;
-  std::int64_t B_, H_;
-  param x_, out_;
-  std::vector<std::unique_ptr<param>> w_, b_;
-};
-
 std::unique_ptr<workload> make_workload(const std::string& name, bool host, const options& o) {
-  if (name == "chain") return std::make_unique<chain_workload>(host, o.batch, o.hidden, o.blocks, o.chain_one_expression);
-  fusex::matmul_options mm;
-  mm.allow_tf32 = o.tf32;
-  if (name == "transformer") return std::make_unique<transformer_workload>(host, o.batch, o.seq, o.hidden, mm);
-  return std::make_unique<mlp_workload>(host, o.batch, o.hidden, o.layers, mm);
+  if (name == "chain") return make_chain(host, o);
+  if (name == "transformer") return make_transformer(host, o);
+  return make_mlp(host, o, name == "mlp-persistent");
 }
 
 // ---------------------------------------------------------------------------------------------
