@@ -1,4 +1,5 @@
 // fusex-tour: the chain workload (see fusex_tour.cu).
+#include "chain_blocks.hpp"
 #include "tour.hpp"
 
 #include <cmath>
@@ -48,32 +49,10 @@ class chain_workload : public workload {
       auto scale = v1(p.scale.data(), D_);
       auto shift = v1(p.shift.data(), D_);
       auto w = v1(p.w.data(), D_);
-      if (fused && one_expression_) {
-        // One kernel per block: rms_norm uses its argument three times, and fusex computes it
-        // once per scope (the layer_norm's reductions once per row: docs/ops.md, "Shared values").
-        b.eval(next, fusex::rms_norm(cur + fusex::gelu(fusex::layer_norm(cur, g, bb) * scale + shift) * 0.5f, w));
-      } else if (fused) {
-        // Two kernels per block. (Written as one expression, the rms_norm's reduction nests over
-        // the layer_norm's and the block is one kernel of three dependent phases; measured on the
-        // H200 at [16, 256] that kernel took about twice as long as these two: the rows are short,
-        // so each phase's latency, not the memory traffic, sets the time.)
-        temp t(b, n);
-        auto tv = v2(t.data(), B_, D_);
-        b.eval(tv, cur + fusex::gelu(fusex::layer_norm(cur, g, bb) * scale + shift) * 0.5f);
-        b.eval(next, fusex::rms_norm(tv, w));
-      } else {
-        // One kernel per operation, each into a fresh temporary.
-        temp t1(b, n), t2(b, n), t3(b, n), t4(b, n), t5(b, n), t6(b, n);
-        auto a1 = v2(t1.data(), B_, D_), a2 = v2(t2.data(), B_, D_), a3 = v2(t3.data(), B_, D_);
-        auto a4 = v2(t4.data(), B_, D_), a5 = v2(t5.data(), B_, D_), a6 = v2(t6.data(), B_, D_);
-        b.eval(a1, fusex::layer_norm(cur, g, bb));
-        b.eval(a2, a1 * scale);
-        b.eval(a3, a2 + shift);
-        b.eval(a4, fusex::gelu(a3));
-        b.eval(a5, a4 * 0.5f);
-        b.eval(a6, cur + a5);
-        b.eval(next, fusex::rms_norm(a6, w));
-      }
+      const chain_block blk{cur, next, g, bb, scale, shift, w};
+      if (fused && one_expression_) chain_block_one_expression(b, blk);
+      else if (fused) chain_block_fused(b, blk);
+      else chain_block_unfused(b, blk);
       cur = next;
       cur_store = std::move(next_store);  // the previous block's output is freed here
     }
@@ -91,6 +70,17 @@ class chain_workload : public workload {
 };
 
 }  // namespace
+
+// Two kernels per block. (Written as one expression, the rms_norm's reduction nests over the
+// layer_norm's and the block is one kernel of three dependent phases; measured on the H200 at
+// [16, 256] that kernel took about twice as long as these two: the rows are short, so each
+// phase's latency, not the memory traffic, sets the time.)
+void chain_block_fused(backend& b, const chain_block& k) {
+  temp t(b, k.cur.size());
+  const auto tv = v2(t.data(), k.cur.extent(0), k.cur.extent(1));
+  b.eval(tv, k.cur + fusex::gelu(fusex::layer_norm(k.cur, k.g, k.b) * k.scale + k.shift) * 0.5f);
+  b.eval(k.next, fusex::rms_norm(tv, k.w));
+}
 
 std::unique_ptr<workload> make_chain(bool host, const options& o) {
   return std::make_unique<chain_workload>(host, o.batch, o.hidden, o.blocks, o.chain_one_expression);
