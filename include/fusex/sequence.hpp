@@ -25,12 +25,14 @@
 #include <mutex>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace fusex {
 
-/// A chain of linear layers y = act(x w^T + bias), float32, built once (shapes fixed; the views
+/// A chain of linear layers y = act(x w^T + bias) in T (float, fusex::half or fusex::bfloat16; sums
+/// and activations in float32, each layer's output rounded to T as fusex::linear stores it), built once (shapes fixed; the views
 /// must stay valid while it is used). run() evaluates the chain on the GPU: on sm_90 and newer, where
 /// every layer's N divides among a thread-block cluster and the widest layer's slices fit in shared
 /// memory (about K, N <= 1024 for clusters of 16), as one kernel for the whole chain (up to 112
@@ -38,11 +40,15 @@ namespace fusex {
 /// epilogue) per layer, intermediates in temporaries from the default resource. plan() says which
 /// and why. Results agree with the per-layer path to float32 rounding (the sums run in another
 /// order).
-class layer_sequence {
+template <class T>
+class basic_layer_sequence {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
+                "fusex::basic_layer_sequence: T must be float, fusex::half or fusex::bfloat16");
+
  public:
   /// Appends y = act(x w^T + bias) with w [N, K] as torch.nn.Linear stores it and bias [N]. K
   /// must be the previous layer's N. Throws fusex::shape_error otherwise.
-  layer_sequence& linear(const view<const float>& w, const view<const float>& bias,
+  basic_layer_sequence& linear(const view<const T>& w, const view<const T>& bias,
                          activation act = activation::none) {
     check_weight(w);
     if (!(bias.rank() == 1 && bias.extent(0) == w.extent(0))) {
@@ -54,9 +60,9 @@ class layer_sequence {
     return *this;
   }
   /// Appends y = act(x w^T) (no bias).
-  layer_sequence& linear(const view<const float>& w, activation act = activation::none) {
+  basic_layer_sequence& linear(const view<const T>& w, activation act = activation::none) {
     check_weight(w);
-    layers_.push_back({w, view<const float>(), false, act});
+    layers_.push_back({w, view<const T>(), false, act});
     chosen_.clear();
     return *this;
   }
@@ -87,7 +93,7 @@ class layer_sequence {
 #if defined(__CUDACC__)
   /// y = the chain applied to x: x [M, K0], y [M, N_last], on `stream`, asynchronously (capturable
   /// into a CUDA graph). Throws fusex::shape_error on shapes that do not chain.
-  void run(const view<const float>& x, const view<float>& y, cudaStream_t stream) const {
+  void run(const view<const T>& x, const view<T>& y, cudaStream_t stream) const {
     check_io(x, y);
     const std::int64_t m = x.extent(0);
     if (m == 0) return;
@@ -98,16 +104,17 @@ class layer_sequence {
     const std::int64_t clusters = (m + detail::seq_rows - 1) / detail::seq_rows;
     // Chunks of at most seq_max_layers layers; between chunks the activations go through a
     // temporary [M, N].
-    buffer<float> tmp[2];
-    view<const float> in = x;
+    buffer<T> tmp[2];
+    view<const T> in = x;
     for (std::size_t l0 = 0; l0 < layers_.size(); l0 += detail::seq_max_layers) {
       const std::size_t l1 = std::min(layers_.size(), l0 + detail::seq_max_layers);
-      detail::seq_params p{};
+      detail::seq_params<T> p{};
       p.x = in.data();
       p.x_ld = in.stride(0);
       p.m = m;
       p.n_layers = static_cast<std::int32_t>(l1 - l0);
       p.pitch = c.pitch;
+      p.act_pitch = c.act_pitch;
       p.nc_max = c.nc_max;
       for (std::size_t l = l0; l < l1; ++l) {
         const layer& L = layers_[l];
@@ -115,12 +122,12 @@ class layer_sequence {
                             static_cast<std::int32_t>(L.w.extent(1)), static_cast<std::int32_t>(L.w.extent(0)),
                             static_cast<std::int32_t>(L.act), 0};
       }
-      view<float> out = y;
+      view<T> out = y;
       if (l1 != layers_.size()) {
         const std::int64_t n = layers_[l1 - 1].w.extent(0);
-        buffer<float>& t = tmp[(l0 / detail::seq_max_layers) & 1];
-        t = buffer<float>(static_cast<std::size_t>(m * n), stream);
-        out = view<float>(t.data(), {m, n});
+        buffer<T>& t = tmp[(l0 / detail::seq_max_layers) & 1];
+        t = buffer<T>(static_cast<std::size_t>(m * n), stream);
+        out = view<T>(t.data(), {m, n});
       }
       p.y = out.data();
       p.y_ld = out.stride(0);
@@ -139,18 +146,18 @@ class layer_sequence {
 
   /// The chain on the host (fusex::host::eval per layer, host memory), for references and
   /// machines without a GPU.
-  void run_host(const view<const float>& x, const view<float>& y) const {
+  void run_host(const view<const T>& x, const view<T>& y) const {
     check_io(x, y);
     const std::int64_t m = x.extent(0);
-    std::vector<float> tmp[2];
-    view<const float> in = x;
+    std::vector<T> tmp[2];
+    view<const T> in = x;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& L = layers_[l];
       const std::int64_t n = L.w.extent(0);
-      view<float> out = y;
+      view<T> out = y;
       if (l + 1 != layers_.size()) {
-        tmp[l & 1].assign(static_cast<std::size_t>(m * n), 0.0f);
-        out = view<float>(tmp[l & 1].data(), {m, n});
+        tmp[l & 1].assign(static_cast<std::size_t>(m * n), T{});
+        out = view<T>(tmp[l & 1].data(), {m, n});
       }
       with_activation(L.act, [&](auto act) {
         if (L.has_bias) fusex::host::eval(out, act(fusex::linear(in, L.w, L.bias)));
@@ -162,18 +169,18 @@ class layer_sequence {
 
  private:
   struct layer {
-    view<const float> w, bias;
+    view<const T> w, bias;
     bool has_bias;
     activation act;
   };
   struct choice {
     int cluster = 0;  // 0: per layer
-    int pitch = 0, nc_max = 0;
+    int pitch = 0, nc_max = 0, act_pitch = 0;
     std::string why;
     std::size_t shared = 0;
   };
 
-  void check_weight(const view<const float>& w) const {
+  void check_weight(const view<const T>& w) const {
     if (w.rank() != 2) {
       throw shape_error("fusex::layer_sequence: layer " + std::to_string(layers_.size()) +
                         ": the weight must be 2-D [N, K]; got " + w.shape().str());
@@ -185,7 +192,7 @@ class layer_sequence {
                         std::to_string(layers_.back().w.extent(0)));
     }
   }
-  void check_io(const view<const float>& x, const view<float>& y) const {
+  void check_io(const view<const T>& x, const view<T>& y) const {
     if (layers_.empty()) throw invalid_argument("fusex::layer_sequence::run: the sequence has no layers");
     if (x.rank() != 2 || x.extent(1) != in_features()) {
       throw shape_error("fusex::layer_sequence::run: x must be [M, " + std::to_string(in_features()) + "]; got " +
@@ -196,8 +203,10 @@ class layer_sequence {
                         std::to_string(out_features()) + "] for x " + x.shape().str() + "; got " + y.shape().str());
     }
   }
+  // Weight rows are copied in 16-byte pieces, biases in 4-byte ones.
   static bool rows_ok(const void* p, std::int64_t ld, std::int64_t inner_stride) {
-    return inner_stride == 1 && ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+    return inner_stride == 1 && ld % static_cast<std::int64_t>(16 / sizeof(T)) == 0 &&
+           reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
   }
   /// Calls f with a function object applying `act` to an expression.
   template <class F>
@@ -217,8 +226,8 @@ class layer_sequence {
   // The persistent kernel's geometry for these layers on the current device: found once per device
   // (the queries cost microseconds), kept until a layer is added.
   choice choose() const {
-    if (layers_.empty()) return {0, 0, 0, "no layers"};
-    if (!allow_persistent_) return {0, 0, 0, "persistent kernel turned off (allow_persistent(false))"};
+    if (layers_.empty()) return {0, 0, 0, 0, "no layers"};
+    if (!allow_persistent_) return {0, 0, 0, 0, "persistent kernel turned off (allow_persistent(false))"};
 #if defined(__CUDACC__)
     const detail::device_properties& dev = detail::current_device_info();
     std::lock_guard<std::mutex> lock(*mutex_);
@@ -227,18 +236,18 @@ class layer_sequence {
     chosen_.emplace_back(dev.ordinal, find_geometry(dev));
     return chosen_.back().second;
 #else
-    return {0, 0, 0, "compiled without nvcc"};
+    return {0, 0, 0, 0, "compiled without nvcc"};
 #endif
   }
 #if defined(__CUDACC__)
   choice find_geometry(const detail::device_properties& dev) const {
-    if (dev.cc_major < 9) return {0, 0, 0, "the device is sm_" + std::to_string(dev.cc_major * 10 + dev.cc_minor) +
+    if (dev.cc_major < 9) return {0, 0, 0, 0, "the device is sm_" + std::to_string(dev.cc_major * 10 + dev.cc_minor) +
                                                 ": thread-block clusters need sm_90"};
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& L = layers_[l];
       if (!rows_ok(L.w.data(), L.w.stride(0), L.w.stride(1)) ||
-          (L.has_bias && (L.bias.stride(0) != 1 || reinterpret_cast<std::uintptr_t>(L.bias.data()) % 16 != 0))) {
-        return {0, 0, 0, "layer " + std::to_string(l) + ": weight rows (or the bias) are not contiguous and 16-byte aligned"};
+          (L.has_bias && (L.bias.stride(0) != 1 || reinterpret_cast<std::uintptr_t>(L.bias.data()) % 4 != 0))) {
+        return {0, 0, 0, 0, "layer " + std::to_string(l) + ": weight rows (or the bias) are not contiguous and aligned"};
       }
     }
     std::int64_t k_max = 0, n_max = 0;
@@ -252,42 +261,40 @@ class layer_sequence {
     for (int c = 16; c >= 2; c /= 2) {
       std::string misfit;
       for (std::size_t l = 0; l < layers_.size() && misfit.empty(); ++l) {
-        misfit = detail::seq_layer_misfit(layers_[l].w.extent(1), layers_[l].w.extent(0), c);
+        misfit = detail::seq_layer_misfit(layers_[l].w.extent(1), layers_[l].w.extent(0), c, sizeof(T));
         if (!misfit.empty()) misfit = "layer " + std::to_string(l) + ": " + misfit;
       }
-      // Rows of the shared buffers 4 floats past a multiple of 32: neighbouring rows start 4 banks
-      // apart, so the 16-byte loads of eight neighbouring rows take all 32 banks once.
-      const int pitch = static_cast<int>((k_max + 31) / 32 * 32 + 4);
+      const int pitch = detail::seq_pitch(k_max, sizeof(T)), act_pitch = detail::seq_pitch(k_max, sizeof(float));
       const int nc_max = static_cast<int>(n_max / c);
-      const std::size_t shared = detail::seq_shared_floats(pitch, nc_max) * sizeof(float);
+      const std::size_t shared = detail::seq_layout(act_pitch, pitch, nc_max, sizeof(T)).bytes;
       if (misfit.empty() && shared > static_cast<std::size_t>(opt_in)) {
         misfit = std::to_string(shared) + " bytes of shared memory per block (the device allows " +
                  std::to_string(opt_in) + ")";
       }
-      if (misfit.empty() && !detail::seq_cluster_fits(c, shared, opt_in)) {
+      if (misfit.empty() && !detail::seq_cluster_fits<T>(c, shared, opt_in)) {
         misfit = "the device does not run clusters of " + std::to_string(c) + " blocks with " +
                  std::to_string(shared) + " bytes of shared memory each";
       }
-      if (misfit.empty()) return {c, pitch, nc_max, {}, shared};
+      if (misfit.empty()) return {c, pitch, nc_max, act_pitch, {}, shared};
       if (why.empty()) why = "clusters of " + std::to_string(c) + ": " + misfit;
     }
-    return {0, 0, 0, why};
+    return {0, 0, 0, 0, why};
   }
 #endif
 
 #if defined(__CUDACC__)
-  void run_per_layer(const view<const float>& x, const view<float>& y, cudaStream_t stream) const {
+  void run_per_layer(const view<const T>& x, const view<T>& y, cudaStream_t stream) const {
     const std::int64_t m = x.extent(0);
-    buffer<float> tmp[2];
-    view<const float> in = x;
+    buffer<T> tmp[2];
+    view<const T> in = x;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& L = layers_[l];
       const std::int64_t n = L.w.extent(0);
-      view<float> out = y;
+      view<T> out = y;
       if (l + 1 != layers_.size()) {
         // Stream-ordered: the buffer this replaces (layer l-2's output) is freed after its last use.
-        tmp[l & 1] = buffer<float>(static_cast<std::size_t>(m * n), stream);
-        out = view<float>(tmp[l & 1].data(), {m, n});
+        tmp[l & 1] = buffer<T>(static_cast<std::size_t>(m * n), stream);
+        out = view<T>(tmp[l & 1].data(), {m, n});
       }
       with_activation(L.act, [&](auto act) {
         if (L.has_bias) fusex::eval(out, act(fusex::linear(in, L.w, L.bias)), stream);
@@ -303,5 +310,9 @@ class layer_sequence {
   mutable std::vector<std::pair<int, choice>> chosen_;  // (device, geometry)
   std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();
 };
+
+/// A chain of float32 layers (basic_layer_sequence<fusex::bfloat16> or <fusex::half> for 16-bit
+/// weights, inputs and outputs).
+using layer_sequence = basic_layer_sequence<float>;
 
 }  // namespace fusex

@@ -2,8 +2,9 @@
 // a running bound on the float32 error each output may carry: per layer, a dot product of K terms
 // in any order is off by at most gamma_K * sum |w| |a| (gamma_K = K u / (1 - K u), u = 2^-24), the
 // input's own error is carried through |w| and the activation's slope (at most 1.13 for gelu and
-// silu), and the bias add and the activation's last rounding add a few u of the result. A wrong
-// column, row or layer is off by far more than these bounds.
+// silu), and the bias add and the activation's last rounding add a few u of the result; in half
+// or bfloat16 each layer's output is also rounded to T (u_T |v|: 2^-11 or 2^-8). A wrong column,
+// row or layer is off by far more than these bounds.
 #pragma once
 
 #include <fusex/sequence.hpp>
@@ -13,24 +14,27 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace sequence_test {
 
-/// The layers of a test chain: widths dims[0] -> dims[1] -> ... with an activation and a bias flag
-/// per layer, weights and biases drawn from U(-1/sqrt(K), 1/sqrt(K)) as torch.nn.Linear draws them.
+/// The layers of a test chain in T: widths dims[0] -> dims[1] -> ... with an activation and a bias
+/// flag per layer, weights and biases drawn from U(-1/sqrt(K), 1/sqrt(K)) as torch.nn.Linear draws
+/// them.
+template <class T>
 struct chain {
   std::vector<std::int64_t> dims;
   std::vector<fusex::activation> acts;
   std::vector<bool> bias;
-  std::vector<std::vector<float>> w, b;  // w[l]: [N, K] row-major; b[l]: [N]
+  std::vector<std::vector<T>> w, b;  // w[l]: [N, K] row-major; b[l]: [N]
   chain(std::vector<std::int64_t> d, std::vector<fusex::activation> a, std::vector<bool> has_bias, unsigned seed)
       : dims(std::move(d)), acts(std::move(a)), bias(std::move(has_bias)) {
     for (std::size_t l = 0; l + 1 < dims.size(); ++l) {
       const std::int64_t k = dims[l], n = dims[l + 1];
       const double r = 1.0 / std::sqrt(static_cast<double>(k));
-      w.push_back(fusex_test::random_values<float>(static_cast<std::size_t>(n * k), -r, r, seed + 2 * l));
-      b.push_back(fusex_test::random_values<float>(static_cast<std::size_t>(n), -r, r, seed + 2 * l + 1));
+      w.push_back(fusex_test::random_values<T>(static_cast<std::size_t>(n * k), -r, r, seed + 2 * l));
+      b.push_back(fusex_test::random_values<T>(static_cast<std::size_t>(n), -r, r, seed + 2 * l + 1));
     }
   }
   std::size_t layers() const { return w.size(); }
@@ -54,9 +58,12 @@ struct result {
 };
 
 /// The chain applied to x [M, dims[0]] in double, with each output's error bound.
-inline result reference(const chain& c, const std::vector<float>& x, std::int64_t m) {
+template <class T>
+result reference(const chain<T>& c, const std::vector<T>& x, std::int64_t m) {
   const double u = 0x1p-24;
-  std::vector<double> a(x.begin(), x.end()), e(x.size(), 0.0);
+  const double u_t = std::is_same_v<T, float> ? 0.0 : (std::is_same_v<T, fusex::half> ? 0x1p-11 : 0x1p-8);
+  std::vector<double> a(x.size()), e(x.size(), 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) a[i] = fusex_test::to_double(x[i]);
   for (std::size_t l = 0; l < c.layers(); ++l) {
     const std::int64_t k = c.dims[l], n = c.dims[l + 1];
     const double gamma = static_cast<double>(k) * u / (1 - static_cast<double>(k) * u);
@@ -66,17 +73,17 @@ inline result reference(const chain& c, const std::vector<float>& x, std::int64_
       for (std::int64_t j = 0; j < n; ++j) {
         double s = 0, abs_s = 0, carried = 0;
         for (std::int64_t q = 0; q < k; ++q) {
-          const double wv = c.w[l][static_cast<std::size_t>(j * k + q)];
+          const double wv = fusex_test::to_double(c.w[l][static_cast<std::size_t>(j * k + q)]);
           const double av = a[static_cast<std::size_t>(i * k + q)];
           s += wv * av;
           abs_s += std::fabs(wv) * std::fabs(av);
           carried += std::fabs(wv) * e[static_cast<std::size_t>(i * k + q)];
         }
-        const double bv = c.bias[l] ? double(c.b[l][static_cast<std::size_t>(j)]) : 0.0;
+        const double bv = c.bias[l] ? fusex_test::to_double(c.b[l][static_cast<std::size_t>(j)]) : 0.0;
         const double v = activate(s + bv, c.acts[l]);
         na[static_cast<std::size_t>(i * n + j)] = v;
         ne[static_cast<std::size_t>(i * n + j)] =
-            slope * (carried + gamma * abs_s + 2 * u * std::fabs(s + bv)) + 4 * u * std::fabs(v) + 1e-30;
+            slope * (carried + gamma * abs_s + 2 * u * std::fabs(s + bv)) + (4 * u + u_t) * std::fabs(v) + 1e-30;
       }
     }
     a.swap(na);
@@ -86,15 +93,17 @@ inline result reference(const chain& c, const std::vector<float>& x, std::int64_
 }
 
 /// "" when every got[i] is within bound[i] of y[i] (NaN never is), else the first misses.
-inline std::string check(const std::vector<float>& got, const result& r) {
+template <class T>
+std::string check(const std::vector<T>& got, const result& r) {
   if (got.size() != r.y.size()) return "size " + std::to_string(got.size()) + ", expected " + std::to_string(r.y.size());
   std::string out;
   std::size_t bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = std::fabs(double(got[i]) - r.y[i]);
+    const double g = fusex_test::to_double(got[i]);
+    const double d = std::fabs(g - r.y[i]);
     if (!(d <= r.bound[i])) {
       if (bad < 4)
-        out += "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", expected " +
+        out += "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " +
                std::to_string(r.y[i]) + " (bound " + std::to_string(r.bound[i]) + ")\n";
       ++bad;
     }

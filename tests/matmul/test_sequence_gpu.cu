@@ -18,15 +18,17 @@
 
 using fusex::activation;
 using fusex_test::device_array;
-using sequence_test::chain;
+template <class T>
+using chain = sequence_test::chain<T>;
 
 namespace {
 
 // A chain's weights and biases on the device, and the sequence over them.
+template <class T>
 struct device_chain {
-  std::deque<device_array<float>> w, b;  // not movable: a deque never moves them
-  fusex::layer_sequence seq;
-  explicit device_chain(const chain& c) {
+  std::deque<device_array<T>> w, b;  // not movable: a deque never moves them
+  fusex::basic_layer_sequence<T> seq;
+  explicit device_chain(const chain<T>& c) {
     for (std::size_t l = 0; l < c.layers(); ++l) {
       w.emplace_back(c.w[l].size());
       w.back().upload(c.w[l]);
@@ -34,8 +36,8 @@ struct device_chain {
       b.back().upload(c.b[l]);
     }
     for (std::size_t l = 0; l < c.layers(); ++l) {
-      const fusex::view<const float> wv(w[l].data(), {c.dims[l + 1], c.dims[l]});
-      if (c.bias[l]) seq.linear(wv, fusex::view<const float>(b[l].data(), {c.dims[l + 1]}), c.acts[l]);
+      const fusex::view<const T> wv(w[l].data(), {c.dims[l + 1], c.dims[l]});
+      if (c.bias[l]) seq.linear(wv, fusex::view<const T>(b[l].data(), {c.dims[l + 1]}), c.acts[l]);
       else seq.linear(wv, c.acts[l]);
     }
   }
@@ -49,48 +51,56 @@ bool has_clusters() {
 }
 
 // Runs the sequence on M random rows (poisoned output) and checks it against the reference.
-void check_chain(const chain& c, device_chain& d, std::int64_t m, unsigned seed) {
+template <class T>
+void check_chain(const chain<T>& c, device_chain<T>& d, std::int64_t m, unsigned seed) {
   fusex_test::stream_guard s;
   const std::int64_t k0 = c.dims.front(), n = c.dims.back();
-  const auto x = fusex_test::random_values<float>(static_cast<std::size_t>(m * k0), -1, 1, seed);
-  device_array<float> dx(x.size()), dy(static_cast<std::size_t>(m * n));
+  const auto x = fusex_test::random_values<T>(static_cast<std::size_t>(m * k0), -1, 1, seed);
+  device_array<T> dx(x.size()), dy(static_cast<std::size_t>(m * n));
   dx.upload(x);
   dy.poison();
-  const fusex::view<const float> xv(dx.data(), {m, k0});
-  const fusex::view<float> yv(dy.data(), {m, n});
+  const fusex::view<const T> xv(dx.data(), {m, k0});
+  const fusex::view<T> yv(dy.data(), {m, n});
   fusex_test::run(s.s, [&](cudaStream_t st) { d.seq.run(xv, yv, st); });
   const std::string miss = sequence_test::check(dy.download(), sequence_test::reference(c, x, m));
   INFO(miss);
   CHECK(miss.empty());
 }
 
-}  // namespace
-
-TEST_CASE("sequence gpu: persistent kernel against the double reference", "[sequence][gpu]") {
+template <class T>
+void persistent_against_reference() {
   // Widths 256 -> 256 -> 128 -> 512 -> 64: clusters of 16 give 16, 8, 32 and 4 columns per block.
-  const chain c({256, 256, 128, 512, 64}, {activation::relu, activation::gelu, activation::silu, activation::none},
-                {true, false, true, true}, 21);
-  device_chain d(c);
+  const chain<T> c({256, 256, 128, 512, 64}, {activation::relu, activation::gelu, activation::silu, activation::none},
+                   {true, false, true, true}, 21);
+  device_chain<T> d(c);
   const std::string plan = d.seq.plan(40);
   INFO(plan);
   if (has_clusters()) CHECK(plan.find("persistent: 1 launch of 3 clusters") == 0);
   for (std::int64_t m : {1, 7, 16, 17, 40, 64}) {
-    INFO("M " << m << ", " << fusex_test::launch_path_name());
+    INFO(fusex::dtype_name<T>() << " M " << m << ", " << fusex_test::launch_path_name());
     check_chain(c, d, m, static_cast<unsigned>(100 + m));
   }
   // The per-layer path (one fused linear per layer) on the same chain.
   d.seq.allow_persistent(false);
   CHECK(d.seq.plan(16).find("per layer") == 0);
   for (std::int64_t m : {3, 16, 33}) {
-    INFO("per layer, M " << m);
+    INFO(fusex::dtype_name<T>() << " per layer, M " << m);
     check_chain(c, d, m, static_cast<unsigned>(200 + m));
   }
 }
 
+}  // namespace
+
+TEST_CASE("sequence gpu: persistent kernel against the double reference", "[sequence][gpu]") {
+  persistent_against_reference<float>();
+  persistent_against_reference<fusex::bfloat16>();
+  persistent_against_reference<fusex::half>();
+}
+
 TEST_CASE("sequence gpu: the tour's MLP, 120 layers in two launches", "[sequence][gpu]") {
   std::vector<std::int64_t> dims(121, 256);
-  const chain c(dims, std::vector<activation>(120, activation::relu), std::vector<bool>(120, true), 31);
-  device_chain d(c);
+  const chain<float> c(dims, std::vector<activation>(120, activation::relu), std::vector<bool>(120, true), 31);
+  device_chain<float> d(c);
   const std::string plan = d.seq.plan(16);
   INFO(plan);
   if (has_clusters()) CHECK(plan.find("persistent: 2 launches of 1 cluster x 16 blocks") == 0);
@@ -99,8 +109,8 @@ TEST_CASE("sequence gpu: the tour's MLP, 120 layers in two launches", "[sequence
 
 TEST_CASE("sequence gpu: layers the kernel does not take run per layer", "[sequence][gpu]") {
   // N = 10 divides among no cluster in whole 4-column groups.
-  const chain c({128, 256, 10}, {activation::gelu, activation::none}, {true, true}, 41);
-  device_chain d(c);
+  const chain<float> c({128, 256, 10}, {activation::gelu, activation::none}, {true, true}, 41);
+  device_chain<float> d(c);
   const std::string plan = d.seq.plan(16);
   INFO(plan);
   CHECK(plan.find("per layer: clusters of 16: layer 1: N = 10") == 0);
@@ -112,8 +122,9 @@ TEST_CASE("sequence gpu: one kernel node per launch under capture", "[sequence][
     WARN("thread-block clusters need sm_90: the per-layer path is tested above");
     return;
   }
-  const chain c({256, 256, 256, 256}, std::vector<activation>(3, activation::relu), std::vector<bool>(3, true), 51);
-  device_chain d(c);
+  const chain<float> c({256, 256, 256, 256}, std::vector<activation>(3, activation::relu), std::vector<bool>(3, true),
+                       51);
+  device_chain<float> d(c);
   fusex_test::stream_guard s;
   device_array<float> dx(16 * 256), dy(16 * 256);
   dx.upload(fusex_test::random_values<float>(16 * 256, -1, 1, 1));
@@ -126,8 +137,8 @@ TEST_CASE("sequence gpu: one kernel node per launch under capture", "[sequence][
 }
 
 TEST_CASE("sequence gpu: bad shapes are errors before any launch", "[sequence][gpu][errors]") {
-  const chain c({64, 64}, {activation::relu}, {true}, 61);
-  device_chain d(c);
+  const chain<float> c({64, 64}, {activation::relu}, {true}, 61);
+  device_chain<float> d(c);
   fusex_test::stream_guard s;
   device_array<float> dx(16 * 64), dy(16 * 64);
   CHECK_THROWS_AS(d.seq.run(fusex::view<const float>(dx.data(), {16, 32}), fusex::view<float>(dy.data(), {16, 64}), s.s),

@@ -13,52 +13,62 @@
 #include <vector>
 
 using fusex::activation;
-using sequence_test::chain;
+template <class T>
+using chain = sequence_test::chain<T>;
 
 namespace {
 
-fusex::view<const float> cview(const std::vector<float>& v, std::int64_t r, std::int64_t c) {
-  return fusex::view<const float>(v.data(), {r, c});
+template <class T>
+fusex::view<const T> cview(const std::vector<T>& v, std::int64_t r, std::int64_t c) {
+  return fusex::view<const T>(v.data(), {r, c});
 }
 
 // The chain's layers as views of its host vectors.
-fusex::layer_sequence build(const chain& c) {
-  fusex::layer_sequence s;
+template <class T>
+fusex::basic_layer_sequence<T> build(const chain<T>& c) {
+  fusex::basic_layer_sequence<T> s;
   for (std::size_t l = 0; l < c.layers(); ++l) {
     const auto w = cview(c.w[l], c.dims[l + 1], c.dims[l]);
-    if (c.bias[l]) s.linear(w, fusex::view<const float>(c.b[l].data(), {c.dims[l + 1]}), c.acts[l]);
+    if (c.bias[l]) s.linear(w, fusex::view<const T>(c.b[l].data(), {c.dims[l + 1]}), c.acts[l]);
     else s.linear(w, c.acts[l]);
   }
   return s;
 }
 
-}  // namespace
-
-TEST_CASE("sequence host: run_host matches the double reference", "[sequence]") {
-  const chain c({64, 128, 32, 96, 64}, {activation::relu, activation::gelu, activation::none, activation::silu},
-                {true, false, true, true}, 11);
-  const fusex::layer_sequence s = build(c);
+template <class T>
+void check_run_host() {
+  const chain<T> c({64, 128, 32, 96, 64}, {activation::relu, activation::gelu, activation::none, activation::silu},
+                   {true, false, true, true}, 11);
+  const auto s = build(c);
   CHECK(s.size() == 4);
   CHECK(s.in_features() == 64);
   CHECK(s.out_features() == 64);
   for (std::int64_t m : {1, 5, 16, 19}) {
-    INFO("M " << m);
-    const auto x = fusex_test::random_values<float>(static_cast<std::size_t>(m * 64), -1, 1, 3);
-    std::vector<float> y(static_cast<std::size_t>(m * 64), std::nanf(""));
-    s.run_host(cview(x, m, 64), fusex::view<float>(y.data(), {m, 64}));
+    INFO(fusex::dtype_name<T>() << " M " << m);
+    const auto x = fusex_test::random_values<T>(static_cast<std::size_t>(m * 64), -1, 1, 3);
+    std::vector<T> y(static_cast<std::size_t>(m * 64), fusex::convert<T>(std::nanf("")));
+    s.run_host(cview(x, m, 64), fusex::view<T>(y.data(), {m, 64}));
     const std::string miss = sequence_test::check(y, sequence_test::reference(c, x, m));
     INFO(miss);
     CHECK(miss.empty());
   }
 }
 
+}  // namespace
+
+TEST_CASE("sequence host: run_host matches the double reference", "[sequence]") {
+  check_run_host<float>();
+  check_run_host<fusex::bfloat16>();
+  check_run_host<fusex::half>();
+}
+
 TEST_CASE("sequence host: a mutated chain misses the reference", "[sequence]") {
   // The check is not vacuous: one weight changed by 1/8 of its range moves outputs past the bound.
-  chain c({32, 32, 32}, {activation::relu, activation::none}, {true, true}, 5);
+  chain<float> c({32, 32, 32}, {activation::relu, activation::none}, {true, true}, 5);
   const auto x = fusex_test::random_values<float>(8 * 32, -1, 1, 9);
   const auto want = sequence_test::reference(c, x, 8);
   c.w[1][40] += 0.25f / std::sqrt(32.0f);
-  const fusex::layer_sequence s = build(c);
+  const auto s = build(c);
   std::vector<float> y(8 * 32);
   s.run_host(cview(x, 8, 32), fusex::view<float>(y.data(), {8, 32}));
   CHECK_FALSE(sequence_test::check(y, want).empty());
@@ -101,8 +111,18 @@ TEST_CASE("sequence host: the persistent kernel's layer rules and shared memory"
   CHECK_FALSE(seq_layer_misfit(256, 250, 16).empty());  // N not a multiple of 16
   CHECK(seq_layer_misfit(256, 250, 16).find("N = 250") != std::string::npos);
   CHECK_FALSE(seq_layer_misfit(256, 8192, 16).empty());  // 512 columns per block: more than 256
-  // Two inputs [16][pitch], two weight slices [nc][pitch], two bias slices, 256 x 16 partial sums.
-  CHECK(fusex::detail::seq_shared_floats(260, 16) == 2 * 16 * 260 + 2 * 16 * 260 + 2 * 16 + 256 * 16);
+  CHECK_FALSE(seq_layer_misfit(4, 256, 1, 2).empty());  // bfloat16 rows: 16-byte pieces of 8
+  // Row pitches: 16 bytes past a multiple of 128 bytes.
+  CHECK(fusex::detail::seq_pitch(256, 4) == 260);
+  CHECK(fusex::detail::seq_pitch(250, 4) == 260);
+  CHECK(fusex::detail::seq_pitch(256, 2) == 264);
+  // Two inputs [16][act pitch] (float), two weight slices [nc][pitch] (T), two bias slices rounded
+  // to 16 bytes, 256 x 16 float partial sums.
+  const fusex::detail::seq_layout f(260, 260, 16, 4), h(260, 264, 16, 2);
+  CHECK(f.bytes == 4 * (2 * 16 * 260 + 2 * 16 * 260 + 2 * 16 + 256 * 16));
+  CHECK(h.w == 4 * 2 * 16 * 260);
+  CHECK(h.bias == h.w + 2 * 2 * 16 * 264);
+  CHECK(h.bytes == h.bias + 2 * 32 + 4 * 256 * 16);
 }
 
 TEST_CASE("sequence host: plan without nvcc", "[sequence]") {

@@ -14,6 +14,7 @@
 /// clusters never wait for each other (no grid-wide co-residency is needed).
 
 #include <fusex/config.hpp>
+#include <fusex/core/dtype.hpp>
 #include <fusex/device/launch.hpp>
 #include <fusex/error.hpp>
 #include <fusex/expr/ops.hpp>
@@ -39,39 +40,57 @@ inline constexpr int seq_threads = 256;
 inline constexpr int seq_max_layers = 112;
 
 /// One layer as the kernel reads it: w [n, k] with rows `w_ld` apart (16-byte aligned rows),
-/// bias [n] or null.
+/// bias [n] or null; T is float, half or bfloat16.
+template <class T>
 struct seq_layer {
-  const float* w;
-  const float* bias;
+  const T* w;
+  const T* bias;
   std::int64_t w_ld;
   std::int32_t k, n;
   std::int32_t act;
   std::int32_t pad_;
 };
+template <class T>
 struct seq_params {
-  const float* x;
-  float* y;
+  const T* x;
+  T* y;
   std::int64_t x_ld, y_ld, m;
   std::int32_t n_layers;
-  std::int32_t pitch;   // floats between rows of the shared input and weight buffers (k_max + 4)
-  std::int32_t nc_max;  // the widest slice a block owns (max over layers of n / C)
-  std::int32_t pad_;
-  seq_layer layers[seq_max_layers];
+  std::int32_t pitch;      // elements between rows of the shared weight slices (T)
+  std::int32_t nc_max;     // the widest slice a block owns (max over layers of n / C)
+  std::int32_t act_pitch;  // floats between rows of the shared inputs
+  seq_layer<T> layers[seq_max_layers];
 };
 
-/// Shared memory of one block, in floats: two input buffers [seq_rows][pitch], two weight slices
-/// [nc_max][pitch], two bias slices [nc_max], and the K-split partial sums [seq_threads][16].
-inline std::size_t seq_shared_floats(int pitch, int nc_max) {
-  return std::size_t{2} * seq_rows * static_cast<std::size_t>(pitch) +
-         std::size_t{2} * static_cast<std::size_t>(nc_max) * static_cast<std::size_t>(pitch) +
-         std::size_t{2} * static_cast<std::size_t>(nc_max) + std::size_t{seq_threads} * 16;
+/// Elements between rows of the shared buffers for inputs of up to k_max: 16 bytes past a multiple
+/// of 128 bytes of T (rows 16-byte aligned for cp.async; neighbouring rows 4 banks apart, so the
+/// loads of eight neighbouring weight rows take all 32 banks once).
+inline int seq_pitch(std::int64_t k_max, int elem_bytes) {
+  const std::int64_t line = 128 / elem_bytes;
+  return static_cast<int>((k_max + line - 1) / line * line + 16 / elem_bytes);
 }
+/// The shared memory of one block, in bytes, in this order: two input buffers [seq_rows][act_pitch]
+/// (float), two weight slices [nc_max][pitch] (T), two bias slices [nc_max] (T, each rounded up to
+/// 16 bytes), the K-split partial sums [seq_threads][16] (float).
+struct seq_layout {
+  std::size_t act, w, bias, red, bytes;  // byte offsets, and the total
+  FUSEX_HD seq_layout(int act_pitch, int pitch, int nc_max, int elem_bytes) {
+    const auto p = static_cast<std::size_t>(pitch), nc = static_cast<std::size_t>(nc_max);
+    const auto e = static_cast<std::size_t>(elem_bytes);
+    act = 0;
+    w = act + 2 * seq_rows * static_cast<std::size_t>(act_pitch) * sizeof(float);
+    bias = w + 2 * nc * p * e;
+    red = bias + 2 * ((nc * e + 15) / 16 * 16);
+    bytes = red + std::size_t{seq_threads} * 16 * sizeof(float);
+  }
+  FUSEX_HD std::size_t bias_stride() const { return (red - bias) / 2; }
+};
 
 /// Why a layer of N outputs and K inputs cannot run in the persistent kernel with clusters of C
 /// blocks ("" when it can): each block owns nc = N / C columns as nc / 4 column groups of four
 /// rows x four columns, 256 / nc threads split K in steps of 4, and weight rows are copied in
 /// 16-byte pieces.
-inline std::string seq_layer_misfit(std::int64_t k, std::int64_t n, int c) {
+inline std::string seq_layer_misfit(std::int64_t k, std::int64_t n, int c, int elem_bytes = 4) {
   if (n % c != 0) return "N = " + std::to_string(n) + " is not a multiple of the cluster size " + std::to_string(c);
   const std::int64_t nc = n / c;
   if (nc < 4 || nc > seq_threads || seq_threads % nc != 0) {
@@ -81,6 +100,10 @@ inline std::string seq_layer_misfit(std::int64_t k, std::int64_t n, int c) {
   if (k % (4 * split) != 0) {
     return "K = " + std::to_string(k) + " is not a multiple of " + std::to_string(4 * split) + " (4 x the " +
            std::to_string(split) + " threads that split it)";
+  }
+  if (k % (16 / elem_bytes) != 0) {
+    return "K = " + std::to_string(k) + " is not a multiple of " + std::to_string(16 / elem_bytes) +
+           " (16-byte pieces of a weight row)";
   }
   return {};
 }
@@ -100,12 +123,12 @@ FUSEX_DEVICE FUSEX_FORCEINLINE float seq_activate(float v, int act) {
   }
 }
 
-FUSEX_DEVICE FUSEX_FORCEINLINE void seq_cp_async16(float* dst, const float* src) {
+FUSEX_DEVICE FUSEX_FORCEINLINE void seq_cp_async16(void* dst, const void* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 #else
-  *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
+  *static_cast<float4*>(dst) = *static_cast<const float4*>(src);
 #endif
 }
 FUSEX_DEVICE FUSEX_FORCEINLINE void seq_cp_async_commit() {
@@ -149,35 +172,60 @@ FUSEX_DEVICE FUSEX_FORCEINLINE void seq_store_remote(unsigned addr, float v) {
 }
 #endif
 
-/// Issues the copy of block `rank`'s slice of layer `l` (weights and bias) into `w_s` and `b_s`.
-FUSEX_DEVICE FUSEX_FORCEINLINE void seq_load_slice(const seq_layer& L, int nc, int rank, int pitch, float* w_s,
-                                                   float* b_s) {
-  const int chunks = L.k / 4;  // 16-byte pieces per weight row
-  const float* w0 = L.w + static_cast<std::int64_t>(rank) * nc * L.w_ld;
+FUSEX_DEVICE FUSEX_FORCEINLINE void seq_cp_async4(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+#else
+  *static_cast<unsigned*>(dst) = *static_cast<const unsigned*>(src);
+#endif
+}
+
+/// Issues the copy of block `rank`'s slice of a layer (weights in 16-byte pieces, bias in 4-byte
+/// pieces: nc * sizeof(T) is a multiple of 8) into `w_s` and `b_s`.
+template <class T>
+FUSEX_DEVICE FUSEX_FORCEINLINE void seq_load_slice(const seq_layer<T>& L, int nc, int rank, int pitch, T* w_s, T* b_s) {
+  constexpr int per = 16 / static_cast<int>(sizeof(T));
+  const int chunks = L.k / per;
+  const T* w0 = L.w + static_cast<std::int64_t>(rank) * nc * L.w_ld;
   for (int i = static_cast<int>(threadIdx.x); i < nc * chunks; i += seq_threads) {
     const int row = i / chunks, q = i % chunks;
-    seq_cp_async16(w_s + row * pitch + 4 * q, w0 + row * L.w_ld + 4 * q);
+    seq_cp_async16(w_s + row * pitch + per * q, w0 + row * L.w_ld + per * q);
   }
-  if (L.bias != nullptr && static_cast<int>(threadIdx.x) < nc / 4) {
-    seq_cp_async16(b_s + 4 * threadIdx.x, L.bias + static_cast<std::int64_t>(rank) * nc + 4 * threadIdx.x);
+  const int words = nc * static_cast<int>(sizeof(T)) / 4;
+  if (L.bias != nullptr && static_cast<int>(threadIdx.x) < words) {
+    const T* b0 = L.bias + static_cast<std::int64_t>(rank) * nc;
+    seq_cp_async4(reinterpret_cast<char*>(b_s) + 4 * threadIdx.x, reinterpret_cast<const char*>(b0) + 4 * threadIdx.x);
   }
 }
 
+/// Four consecutive elements of a shared weight row as floats.
+FUSEX_DEVICE FUSEX_FORCEINLINE float4 seq_load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+template <class T>
+FUSEX_DEVICE FUSEX_FORCEINLINE float4 seq_load4(const T* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const T* h = reinterpret_cast<const T*>(&u);
+  return make_float4(convert<float>(h[0]), convert<float>(h[1]), convert<float>(h[2]), convert<float>(h[3]));
+}
+
 /// The kernel: launched with clusters of C blocks along x (C divides every layer's N; see
-/// seq_layer_misfit), gridDim.x / C clusters of seq_rows rows each. (A template only so that a
-/// header may define it: several translation units of one program may include it.)
-template <class = void>
-__global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __grid_constant__ seq_params p) {
+/// seq_layer_misfit), gridDim.x / C clusters of seq_rows rows each, T the dtype of x, y, the
+/// weights and biases (the sums and the activations between layers are float32, rounded to T as
+/// each layer's output).
+template <class T>
+__global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __grid_constant__ seq_params<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ float4 seq_smem4[];
-  float* const smem = reinterpret_cast<float*>(seq_smem4);
-  const int pitch = p.pitch;
+  char* const smem = reinterpret_cast<char*>(seq_smem4);
+  const int pitch = p.pitch, apitch = p.act_pitch;
+  const seq_layout lay(apitch, pitch, p.nc_max, static_cast<int>(sizeof(T)));
   // Buffer b of each pair at base + b * size (arithmetic, not arrays: those would live in local memory).
-  float* const act_s = smem;                                     // 2 x [seq_rows][pitch]
-  float* const w_s = act_s + 2 * seq_rows * pitch;               // 2 x [nc_max][pitch]
-  float* const b_s = w_s + 2 * p.nc_max * pitch;                 // 2 x [nc_max]
-  float* const red = b_s + 2 * p.nc_max;                         // [seq_threads][16]
-  const int act_size = seq_rows * pitch, w_size = p.nc_max * pitch;
+  float* const act_s = reinterpret_cast<float*>(smem + lay.act);  // 2 x [seq_rows][apitch]
+  T* const w_s = reinterpret_cast<T*>(smem + lay.w);               // 2 x [nc_max][pitch]
+  T* const b_s = reinterpret_cast<T*>(smem + lay.bias);            // 2 x [bias_stride bytes]
+  float* const red = reinterpret_cast<float*>(smem + lay.red);     // [seq_threads][16]
+  const int act_size = seq_rows * apitch, w_size = p.nc_max * pitch;
+  const int b_size = static_cast<int>(lay.bias_stride() / sizeof(T));
   const int t = static_cast<int>(threadIdx.x);
   const int C = static_cast<int>(seq_cluster_size());
   const int rank = static_cast<int>(seq_cluster_rank());
@@ -186,11 +234,12 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
   // Before the grid-dependency wait only an L2 prefetch of the first weights: the kernel before
   // this one may still be writing them (a load into shared memory now could read stale values).
   {
-    const seq_layer& L0 = p.layers[0];
+    const seq_layer<T>& L0 = p.layers[0];
     const int nc = L0.n / C;
-    const float* w0 = L0.w + static_cast<std::int64_t>(rank) * nc * L0.w_ld;
+    const T* w0 = L0.w + static_cast<std::int64_t>(rank) * nc * L0.w_ld;
+    constexpr int line = 128 / static_cast<int>(sizeof(T));
     for (int row = t; row < nc; row += seq_threads) {
-      for (int off = 0; off < L0.k; off += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(w0 + row * L0.w_ld + off));
+      for (int off = 0; off < L0.k; off += line) asm volatile("prefetch.global.L2 [%0];" ::"l"(w0 + row * L0.w_ld + off));
     }
   }
   pdl_begin();
@@ -201,22 +250,22 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
     const int k0 = p.layers[0].k;
     for (int i = t; i < seq_rows * k0; i += seq_threads) {
       const int r = i / k0, kk = i % k0;
-      act_s[r * pitch + kk] = m0 + r < p.m ? p.x[(m0 + r) * p.x_ld + kk] : 0.0f;
+      act_s[r * apitch + kk] = m0 + r < p.m ? convert<float>(p.x[(m0 + r) * p.x_ld + kk]) : 0.0f;
     }
   }
   // Every block of the cluster has started before any writes into another's shared memory.
   seq_cluster_sync();
 
   for (int l = 0; l < p.n_layers; ++l) {
-    const seq_layer& L = p.layers[l];
+    const seq_layer<T>& L = p.layers[l];
     const int nc = L.n / C;
     const bool last = l + 1 == p.n_layers;
     if (!last) {
       // Layer l+1's slice goes to the buffers layer l-1 used (every thread of this block is done
       // with them: it passed the barrier after layer l-1's sums).
-      const seq_layer& N = p.layers[l + 1];
+      const seq_layer<T>& N = p.layers[l + 1];
       const int nb = (l + 1) & 1;
-      seq_load_slice(N, N.n / C, rank, pitch, w_s + nb * w_size, b_s + nb * p.nc_max);
+      seq_load_slice(N, N.n / C, rank, pitch, w_s + nb * w_size, b_s + nb * b_size);
       seq_cp_async_commit();
       seq_cp_async_wait<1>();
     } else {
@@ -228,7 +277,7 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
     // neighbouring threads read eight consecutive weight rows: no bank conflicts), K part t / nc.
     const int cur = l & 1;
     const float* const a = act_s + cur * act_size;
-    const float* const w = w_s + cur * w_size;
+    const T* const w = w_s + cur * w_size;
     const int g = nc / 4;
     const int u = t % nc, part = t / nc, split = seq_threads / nc;
     const int rg = u / g, cg = u % g;
@@ -237,9 +286,9 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
     for (int kk = kb; kk < kb + kn; kk += 4) {
       float4 av[4], wv[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) av[i] = *reinterpret_cast<const float4*>(a + (4 * rg + i) * pitch + kk);
+      for (int i = 0; i < 4; ++i) av[i] = *reinterpret_cast<const float4*>(a + (4 * rg + i) * apitch + kk);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) wv[j] = *reinterpret_cast<const float4*>(w + (cg + g * j) * pitch + kk);
+      for (int j = 0; j < 4; ++j) wv[j] = seq_load4(w + (cg + g * j) * pitch + kk);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
@@ -258,20 +307,22 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
     __syncthreads();
 
     // Output (r, c) of the slice: the K parts' sums in order, then bias and activation.
-    const float* const bias = b_s + cur * p.nc_max;
+    const T* const bias = b_s + cur * b_size;
     float* const next = act_s + (1 - cur) * act_size;
     for (int o = t; o < seq_rows * nc; o += seq_threads) {
       const int r = o / nc, c = o % nc;
       const int uu = (r / 4) * g + c % g, ij = (r % 4) * 4 + c / g;
       float s = 0.0f;
       for (int q = 0; q < split; ++q) s += red[(q * nc + uu) * 16 + ij];
-      if (L.bias != nullptr) s += bias[c];
-      const float v = seq_activate(s, L.act);
+      if (L.bias != nullptr) s += convert<float>(bias[c]);
+      // Rounded to T as the per-layer path stores each layer's output.
+      const T v = convert<T>(seq_activate(s, L.act));
       const int col = rank * nc + c;
       if (last) {
         if (m0 + r < p.m) p.y[(m0 + r) * p.y_ld + col] = v;
       } else {
-        for (int dst = 0; dst < C; ++dst) seq_store_remote(seq_map_rank(next + r * pitch + col, static_cast<unsigned>(dst)), v);
+        const float vf = convert<float>(v);
+        for (int dst = 0; dst < C; ++dst) seq_store_remote(seq_map_rank(next + r * apitch + col, static_cast<unsigned>(dst)), vf);
       }
     }
     // Every block's slice of layer l+1's input is in place (and every block is done reading
@@ -286,8 +337,9 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
 
 /// Launches the kernel: `clusters` clusters of `c` blocks, `shared` bytes of dynamic shared memory
 /// each, with the PDL attribute where enabled.
-inline void launch_layer_sequence(const seq_params& p, int c, std::int64_t clusters, std::size_t shared,
-                                  cudaStream_t stream, const device_properties& dev) {
+template <class T>
+void launch_layer_sequence(const seq_params<T>& p, int c, std::int64_t clusters, std::size_t shared,
+                           cudaStream_t stream, const device_properties& dev) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * c));
   cfg.blockDim = dim3(seq_threads);
@@ -306,7 +358,7 @@ inline void launch_layer_sequence(const seq_params& p, int c, std::int64_t clust
     cfg.numAttrs = 2;
   }
   (void)dev;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, layer_sequence_kernel<>, p);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, layer_sequence_kernel<T>, p);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     throw cuda_error(err, "cudaLaunchKernelEx(layer_sequence_kernel, thread-block clusters)", __FILE__, __LINE__);
@@ -317,9 +369,10 @@ inline void launch_layer_sequence(const seq_params& p, int c, std::int64_t clust
 /// Whether the current device runs clusters of `c` blocks with `shared` bytes each (16 is beyond
 /// CUDA's portable 8 and must be allowed per kernel). The kernel's shared-memory limit is raised
 /// to the device's `opt_in` maximum (one setting for every sequence, whatever its size).
-inline bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
-  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<>, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in));
-  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+template <class T>
+bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
+  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in));
+  FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<T>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(c));
   cfg.blockDim = dim3(seq_threads);
@@ -332,7 +385,7 @@ inline bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   int clusters = 0;
-  const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, layer_sequence_kernel<>, &cfg);
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, layer_sequence_kernel<T>, &cfg);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // not supported at this size
     return false;
