@@ -21,7 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <memory>
+#include <climits>
 #include <mutex>
 #include <cstdint>
 #include <string>
@@ -35,7 +35,7 @@ namespace fusex {
 /// and activations in float32, each layer's output rounded to T as fusex::linear stores it), built once (shapes fixed; the views
 /// must stay valid while it is used). run() evaluates the chain on the GPU: on sm_90 and newer, where
 /// every layer's N divides among a thread-block cluster and the widest layer's slices fit in shared
-/// memory (about K, N <= 1024 for clusters of 16), as one kernel for the whole chain (up to 112
+/// memory (K, N up to 512 in float32, more with fewer columns per block), as one kernel for the whole chain (up to 112
 /// layers per launch); otherwise one fused linear (GEMM with its bias and activation in the
 /// epilogue) per layer, intermediates in temporaries from the default resource. plan() says which
 /// and why. Results agree with the per-layer path to float32 rounding (the sums run in another
@@ -56,14 +56,14 @@ class basic_layer_sequence {
                         std::to_string(w.extent(0)) + "]; got " + bias.shape().str());
     }
     layers_.push_back({w, bias, true, act});
-    chosen_.clear();
+    cache_.clear();
     return *this;
   }
   /// Appends y = act(x w^T) (no bias).
   basic_layer_sequence& linear(const view<const T>& w, activation act = activation::none) {
     check_weight(w);
     layers_.push_back({w, view<const T>(), false, act});
-    chosen_.clear();
+    cache_.clear();
     return *this;
   }
 
@@ -118,9 +118,9 @@ class basic_layer_sequence {
       p.nc_max = c.nc_max;
       for (std::size_t l = l0; l < l1; ++l) {
         const layer& L = layers_[l];
-        p.layers[l - l0] = {L.w.data(), L.has_bias ? L.bias.data() : nullptr, L.w.stride(0),
+        p.layers[l - l0] = {L.w.data(), L.has_bias ? L.bias.data() : nullptr, static_cast<std::int32_t>(L.w.stride(0)),
                             static_cast<std::int32_t>(L.w.extent(1)), static_cast<std::int32_t>(L.w.extent(0)),
-                            static_cast<std::int32_t>(L.act), 0};
+                            static_cast<std::int32_t>(L.act)};
       }
       view<T> out = y;
       if (l1 != layers_.size()) {
@@ -230,11 +230,11 @@ class basic_layer_sequence {
     if (!allow_persistent_) return {0, 0, 0, 0, "persistent kernel turned off (allow_persistent(false))"};
 #if defined(__CUDACC__)
     const detail::device_properties& dev = detail::current_device_info();
-    std::lock_guard<std::mutex> lock(*mutex_);
-    for (const auto& e : chosen_)
+    std::lock_guard<std::mutex> lock(cache_.mutex);
+    for (const auto& e : cache_.chosen)
       if (e.first == dev.ordinal) return e.second;
-    chosen_.emplace_back(dev.ordinal, find_geometry(dev));
-    return chosen_.back().second;
+    cache_.chosen.emplace_back(dev.ordinal, find_geometry(dev));
+    return cache_.chosen.back().second;
 #else
     return {0, 0, 0, 0, "compiled without nvcc"};
 #endif
@@ -243,9 +243,14 @@ class basic_layer_sequence {
   choice find_geometry(const detail::device_properties& dev) const {
     if (dev.cc_major < 9) return {0, 0, 0, 0, "the device is sm_" + std::to_string(dev.cc_major * 10 + dev.cc_minor) +
                                                 ": thread-block clusters need sm_90"};
+    if (const int arch = detail::seq_kernel_arch<T>(); arch < 90) {
+      return {0, 0, 0, 0, "this program's kernel was compiled for " +
+                               (arch == 0 ? std::string("no architecture of this device") : "sm_" + std::to_string(arch)) +
+                               ", not sm_90 or newer (CMAKE_CUDA_ARCHITECTURES)"};
+    }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& L = layers_[l];
-      if (!rows_ok(L.w.data(), L.w.stride(0), L.w.stride(1)) ||
+      if (!rows_ok(L.w.data(), L.w.stride(0), L.w.stride(1)) || L.w.stride(0) > INT32_MAX ||
           (L.has_bias && (L.bias.stride(0) != 1 || reinterpret_cast<std::uintptr_t>(L.bias.data()) % 4 != 0))) {
         return {0, 0, 0, 0, "layer " + std::to_string(l) + ": weight rows (or the bias) are not contiguous and aligned"};
       }
@@ -307,8 +312,23 @@ class basic_layer_sequence {
 
   std::vector<layer> layers_;
   bool allow_persistent_ = true;
-  mutable std::vector<std::pair<int, choice>> chosen_;  // (device, geometry)
-  std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();
+  // The geometry found per device; a copy (or a moved-to sequence) starts with an empty cache.
+  struct geometry_cache {
+    std::mutex mutex;
+    std::vector<std::pair<int, choice>> chosen;  // (device, geometry)
+    geometry_cache() = default;
+    geometry_cache(const geometry_cache&) {}
+    geometry_cache& operator=(const geometry_cache&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      chosen.clear();
+      return *this;
+    }
+    void clear() {
+      std::lock_guard<std::mutex> lock(mutex);
+      chosen.clear();
+    }
+  };
+  mutable geometry_cache cache_;
 };
 
 /// A chain of float32 layers (basic_layer_sequence<fusex::bfloat16> or <fusex::half> for 16-bit

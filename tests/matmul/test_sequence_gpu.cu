@@ -12,6 +12,7 @@
 #include "sequence_reference.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <string>
 #include <vector>
@@ -50,19 +51,30 @@ bool has_clusters() {
   return major >= 9;
 }
 
-// Runs the sequence on M random rows (poisoned output) and checks it against the reference.
+// Runs the sequence on M random rows (poisoned output, with two poisoned guard rows after it that
+// must stay untouched) and returns the reference's verdict ("" when within the bound).
 template <class T>
-void check_chain(const chain<T>& c, device_chain<T>& d, std::int64_t m, unsigned seed) {
+std::string run_chain(const chain<T>& c, device_chain<T>& d, std::int64_t m, unsigned seed) {
   fusex_test::stream_guard s;
   const std::int64_t k0 = c.dims.front(), n = c.dims.back();
   const auto x = fusex_test::random_values<T>(static_cast<std::size_t>(m * k0), -1, 1, seed);
-  device_array<T> dx(x.size()), dy(static_cast<std::size_t>(m * n));
+  device_array<T> dx(x.size()), dy(static_cast<std::size_t>((m + 2) * n));
   dx.upload(x);
   dy.poison();
+  const std::vector<T> poisoned = dy.download();
   const fusex::view<const T> xv(dx.data(), {m, k0});
   const fusex::view<T> yv(dy.data(), {m, n});
   fusex_test::run(s.s, [&](cudaStream_t st) { d.seq.run(xv, yv, st); });
-  const std::string miss = sequence_test::check(dy.download(), sequence_test::reference(c, x, m));
+  std::vector<T> got = dy.download();
+  const bool guard_ok = std::memcmp(got.data() + m * n, poisoned.data() + m * n, static_cast<std::size_t>(2 * n) * sizeof(T)) == 0;
+  got.resize(static_cast<std::size_t>(m * n));
+  const std::string miss = sequence_test::check(got, sequence_test::reference(c, x, m));
+  return guard_ok ? miss : "the rows after y were written\n" + miss;
+}
+
+template <class T>
+void check_chain(const chain<T>& c, device_chain<T>& d, std::int64_t m, unsigned seed) {
+  const std::string miss = run_chain(c, d, m, seed);
   INFO(miss);
   CHECK(miss.empty());
 }
@@ -113,7 +125,8 @@ TEST_CASE("sequence gpu: layers the kernel does not take run per layer", "[seque
   device_chain<float> d(c);
   const std::string plan = d.seq.plan(16);
   INFO(plan);
-  CHECK(plan.find("per layer: clusters of 16: layer 1: N = 10") == 0);
+  if (has_clusters()) CHECK(plan.find("per layer: clusters of 16: layer 1: N = 10") == 0);
+  else CHECK(plan.find("per layer") == 0);
   for (std::int64_t m : {2, 16, 21}) check_chain(c, d, m, static_cast<unsigned>(300 + m));
 }
 
@@ -128,12 +141,51 @@ TEST_CASE("sequence gpu: one kernel node per launch under capture", "[sequence][
   fusex_test::stream_guard s;
   device_array<float> dx(16 * 256), dy(16 * 256);
   dx.upload(fusex_test::random_values<float>(16 * 256, -1, 1, 1));
+  INFO(d.seq.plan(16));  // the geometry is found (and cached) before the capture
   cudaGraph_t g{};
   FUSEX_CUDA_CHECK(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeThreadLocal));
   d.seq.run(fusex::view<const float>(dx.data(), {16, 256}), fusex::view<float>(dy.data(), {16, 256}), s.s);
   FUSEX_CUDA_CHECK(cudaStreamEndCapture(s.s, &g));
   CHECK(fusex_test::count_kernel_nodes(g) == 1);
   FUSEX_CUDA_CHECK(cudaGraphDestroy(g));
+}
+
+TEST_CASE("sequence gpu: every cluster size and slice width", "[sequence][gpu]") {
+  // One layer each: N / C columns per block from 4 (C = 8, 4, 2 for N = 32, 16, 8: 64 threads
+  // split K) to 64 (256 -> 1024 at C = 16, 183 KiB of shared memory) and 256 (64 -> 4096: no K split).
+  struct shape {
+    std::int64_t k, n;
+    const char* plan;
+  };
+  for (const shape& sh : {shape{256, 32, "x 8 blocks"}, shape{256, 16, "x 4 blocks"}, shape{256, 8, "x 2 blocks"},
+                          shape{256, 1024, "x 16 blocks"}, shape{64, 4096, "x 16 blocks"}}) {
+    const chain<float> c({sh.k, sh.n}, {activation::silu}, {true}, static_cast<unsigned>(70 + sh.n));
+    device_chain<float> d(c);
+    const std::string plan = d.seq.plan(40);
+    INFO("K " << sh.k << " N " << sh.n << ": " << plan);
+    if (has_clusters()) CHECK(plan.find(sh.plan) != std::string::npos);
+    for (std::int64_t m : {5, 40}) check_chain(c, d, m, static_cast<unsigned>(400 + m));
+  }
+  // Two layers through a cluster of 8 (256 -> 32 -> 256: 4 and then 32 columns per block).
+  const chain<fusex::bfloat16> c({256, 32, 256}, {activation::relu, activation::none}, {true, true}, 81);
+  device_chain<fusex::bfloat16> d(c);
+  INFO(d.seq.plan(16));
+  if (has_clusters()) CHECK(d.seq.plan(16).find("x 8 blocks") != std::string::npos);
+  check_chain(c, d, 16, 9);
+}
+
+TEST_CASE("sequence gpu: a wrong weight fails the check", "[sequence][gpu]") {
+  // The reference's bound is not vacuous on the GPU either: one row of a middle layer's weights,
+  // each moved by its range 1/K on the device (after the reference was taken), must move outputs
+  // past it.
+  const chain<float> c({256, 256, 256, 256}, {activation::relu, activation::gelu, activation::none},
+                       {true, true, true}, 91);
+  device_chain<float> d(c);
+  CHECK(run_chain(c, d, 16, 3).empty());
+  std::vector<float> w1 = c.w[1];
+  for (int j = 0; j < 256; ++j) w1[256 + static_cast<std::size_t>(j)] += 1.0f / 256.0f;
+  d.w[1].upload(w1);
+  CHECK_FALSE(run_chain(c, d, 16, 3).empty());
 }
 
 TEST_CASE("sequence gpu: bad shapes are errors before any launch", "[sequence][gpu][errors]") {

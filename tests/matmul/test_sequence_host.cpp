@@ -63,11 +63,13 @@ TEST_CASE("sequence host: run_host matches the double reference", "[sequence]") 
 }
 
 TEST_CASE("sequence host: a mutated chain misses the reference", "[sequence]") {
-  // The check is not vacuous: one weight changed by 1/8 of its range moves outputs past the bound.
-  chain<float> c({32, 32, 32}, {activation::relu, activation::none}, {true, true}, 5);
+  // The check is not vacuous: one output row of the middle layer's weights, each weight moved by
+  // its range 1/K (an output column computed from a wrong weight row is off by more), moves
+  // outputs past the bound. (One weight alone may meet only inputs that the ReLU zeroed.)
+  chain<float> c({32, 32, 32, 32}, {activation::relu, activation::gelu, activation::none}, {true, true, true}, 5);
   const auto x = fusex_test::random_values<float>(8 * 32, -1, 1, 9);
   const auto want = sequence_test::reference(c, x, 8);
-  c.w[1][40] += 0.25f / std::sqrt(32.0f);
+  for (int j = 0; j < 32; ++j) c.w[1][32 + j] += 1.0f / 32.0f;
   const auto s = build(c);
   std::vector<float> y(8 * 32);
   s.run_host(cview(x, 8, 32), fusex::view<float>(y.data(), {8, 32}));

@@ -36,7 +36,8 @@ namespace detail {
 inline constexpr int seq_rows = 16;
 /// Threads of a block: each computes a 4 x 4 tile of outputs over 256 / (N/C) of the K range.
 inline constexpr int seq_threads = 256;
-/// Layers one launch takes (their descriptors are kernel parameters, within CUDA's 4 KiB).
+/// Layers one launch takes (their descriptors are kernel parameters, within CUDA's 4 KiB: larger
+/// parameter blocks need CUDA 12.1 and a recent driver).
 inline constexpr int seq_max_layers = 112;
 
 /// One layer as the kernel reads it: w [n, k] with rows `w_ld` apart (16-byte aligned rows),
@@ -45,10 +46,9 @@ template <class T>
 struct seq_layer {
   const T* w;
   const T* bias;
-  std::int64_t w_ld;
+  std::int32_t w_ld;  // (the host takes the per-layer path where it does not fit)
   std::int32_t k, n;
   std::int32_t act;
-  std::int32_t pad_;
 };
 template <class T>
 struct seq_params {
@@ -61,6 +61,8 @@ struct seq_params {
   std::int32_t act_pitch;  // floats between rows of the shared inputs
   seq_layer<T> layers[seq_max_layers];
 };
+static_assert(sizeof(seq_params<float>) <= 4096 && sizeof(seq_params<half>) <= 4096,
+              "fusex: layer_sequence's kernel parameters must fit CUDA's 4 KiB");
 
 /// Elements between rows of the shared buffers for inputs of up to k_max: 16 bytes past a multiple
 /// of 128 bytes of T (rows 16-byte aligned for cp.async; neighbouring rows 4 banks apart, so the
@@ -366,6 +368,19 @@ void launch_layer_sequence(const seq_params<T>& p, int c, std::int64_t clusters,
   note_launch();
 }
 
+/// The architecture the kernel for T was compiled for on the current device (e.g. 90), 0 where it
+/// has no image there: an sm_80 or PTX-only build runs the kernel's sm_80 body, which traps.
+template <class T>
+int seq_kernel_arch() {
+  cudaFuncAttributes a{};
+  const cudaError_t err = cudaFuncGetAttributes(&a, layer_sequence_kernel<T>);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return a.ptxVersion < a.binaryVersion ? a.ptxVersion : a.binaryVersion;
+}
+
 /// Whether the current device runs clusters of `c` blocks with `shared` bytes each (16 is beyond
 /// CUDA's portable 8 and must be allowed per kernel). The kernel's shared-memory limit is raised
 /// to the device's `opt_in` maximum (one setting for every sequence, whatever its size).
@@ -386,10 +401,11 @@ bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
   cfg.numAttrs = 1;
   int clusters = 0;
   const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, layer_sequence_kernel<T>, &cfg);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // not supported at this size
+  if (err == cudaErrorInvalidClusterSize || err == cudaErrorInvalidValue) {
+    (void)cudaGetLastError();  // this size is not supported: the caller tries the next
     return false;
   }
+  FUSEX_CUDA_CHECK(err);
   return clusters > 0;
 }
 
