@@ -118,10 +118,30 @@ void bm_norm_gelu(benchmark::State& state) {
 }  // namespace
 
 void ew_bench::register_chain_benchmarks() {
-  benchmark::RegisterBenchmark("bm_named_chain_hand<float>", bm_named_chain_hand<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("bm_named_chain<float>", bm_named_chain<float>)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("bm_named_chain_hand<bfloat16>", bm_named_chain_hand<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("bm_named_chain<bfloat16>", bm_named_chain<bfloat16>)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("bm_norm_gelu<float>", bm_norm_gelu<float>)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("bm_norm_gelu<bfloat16>", bm_norm_gelu<bfloat16>)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("bm_named_chain_hand<float>", bm_named_chain_hand<float>)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("bm_named_chain<float>", bm_named_chain<float>)
+      ->Arg(0)
+      ->Arg(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("bm_named_chain_hand<bfloat16>", bm_named_chain_hand<bfloat16>)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("bm_named_chain<bfloat16>", bm_named_chain<bfloat16>)
+      ->Arg(0)
+      ->Arg(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("bm_norm_gelu<float>", bm_norm_gelu<float>)
+      ->Arg(0)
+      ->Arg(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("bm_norm_gelu<bfloat16>", bm_norm_gelu<bfloat16>)
+      ->Arg(0)
+      ->Arg(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
 }

@@ -25,5 +25,7 @@ void bm_dropout(benchmark::State& state) {
 
 void ew_bench::register_random_benchmarks() {
   benchmark::RegisterBenchmark("bm_dropout<float>", bm_dropout<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("bm_dropout<bfloat16>", bm_dropout<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("bm_dropout<bfloat16>", bm_dropout<bfloat16>)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
 }

@@ -117,7 +117,8 @@ void bm_serving(benchmark::State& state) {
   model& m = the_model();
   static fusex::cuda_async_resource async_resource;
   fusex::arena& ar = fusex::default_arena();
-  fusex::set_default_resource(version == 0 ? fusex::device_resource_ref(async_resource) : fusex::device_resource_ref(ar));
+  fusex::set_default_resource(version == 0 ? fusex::device_resource_ref(async_resource)
+                                           : fusex::device_resource_ref(ar));
   fusex::set_programmatic_dependent_launch(version != 0);
   cudaStream_t compute{}, copy{};
   FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
@@ -133,8 +134,9 @@ void bm_serving(benchmark::State& state) {
   // The compute of a slot as a graph (versions 2 and 3), captured once per slot.
   fusex::graph_exec g[2];
   auto compute_step = [&](int s, cudaStream_t st) {
-    if (version == 3) m.seq.run(fusex::make_view(static_cast<const float*>(in_d[s]), {batch, width}),
-                                fusex::make_view(out_d[s], {batch, width}), st);
+    if (version == 3)
+      m.seq.run(fusex::make_view(static_cast<const float*>(in_d[s]), {batch, width}),
+                fusex::make_view(out_d[s], {batch, width}), st);
     else m.step(version, in_d[s], out_d[s], st);
   };
   for (int s = 0; s < 2; ++s) {
@@ -166,7 +168,8 @@ void bm_serving(benchmark::State& state) {
         FUSEX_CUDA_CHECK(cudaEventSynchronize(done[k - 2]));
         checksum += out_h[s].data()[i % static_cast<std::int64_t>(n)];
       }
-      for (std::size_t e = 0; e < n; ++e) in_h[s].data()[e] = static_cast<float>((i + static_cast<std::int64_t>(e)) % 17) / 8.0f - 1.0f;
+      for (std::size_t e = 0; e < n; ++e)
+        in_h[s].data()[e] = static_cast<float>((i + static_cast<std::int64_t>(e)) % 17) / 8.0f - 1.0f;
       FUSEX_CUDA_CHECK(cudaEventRecord(start[k], copy));
       FUSEX_CUDA_CHECK(cudaMemcpyAsync(in_d[s], in_h[s].data(), n * sizeof(float), cudaMemcpyHostToDevice, copy));
       FUSEX_CUDA_CHECK(cudaEventRecord(copied[k], copy));

@@ -42,7 +42,6 @@ constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
 constexpr int exit_no_device = 77;
 
-
 void print_help(std::FILE* out) {
   std::fprintf(out,
                "usage: fusex-tour [options]\n"

@@ -21,7 +21,7 @@ struct options {
   bool require_device = false;
   bool force_host = false;
   bool pdl = true;
-  bool tf32 = false;  // float32 GEMMs on TF32 tensor cores (every version)
+  bool tf32 = false;                  // float32 GEMMs on TF32 tensor cores (every version)
   bool chain_one_expression = false;  // each chain block as one expression
   std::int64_t batch = 16;
   std::int64_t hidden = 256;
@@ -121,7 +121,6 @@ class param {
   float* d_ = nullptr;
   bool host_;
 };
-
 
 inline fusex::view<float> v2(float* p, std::int64_t r, std::int64_t c) { return fusex::make_view(p, {r, c}); }
 inline fusex::view<float> v1(float* p, std::int64_t n) { return fusex::make_view(p, {n}); }

@@ -1,7 +1,6 @@
 // fusex-tour: the transformer workload (see fusex_tour.cu).
 #include "tour.hpp"
 
-
 #include <cmath>
 #include <cstdint>
 #include <memory>

@@ -31,15 +31,15 @@
 
 namespace fusex {
 
-/// A chain of linear layers y = act(x w^T + bias) in T (float, fusex::half or fusex::bfloat16; sums
-/// and activations in float32, each layer's output rounded to T as fusex::linear stores it), built once (shapes fixed; the views
-/// must stay valid while it is used). run() evaluates the chain on the GPU: on sm_90 and newer, where
-/// every layer's N divides among a thread-block cluster and the widest layer's slices fit in shared
-/// memory (K, N up to 512 in float32, more with fewer columns per block), as one kernel for the whole chain (up to 112
-/// layers per launch); otherwise one fused linear (GEMM with its bias and activation in the
-/// epilogue) per layer, intermediates in temporaries from the default resource. plan() says which
-/// and why. Results agree with the per-layer path to float32 rounding (the sums run in another
-/// order).
+/// A chain of linear layers y = act(x w^T + bias) in T (float, fusex::half or fusex::bfloat16;
+/// sums and activations in float32, each layer's output rounded to T as fusex::linear stores it),
+/// built once (shapes fixed; the views must stay valid while it is used). run() evaluates the chain
+/// on the GPU: on sm_90 and newer, where every layer's N divides among a thread-block cluster and
+/// the widest layer's slices fit in shared memory (K, N up to 512 in float32, more with fewer
+/// columns per block), as one kernel for the whole chain (up to 112 layers per launch); otherwise
+/// one fused linear (GEMM with its bias and activation in the epilogue) per layer, intermediates in
+/// temporaries from the default resource. plan() says which and why. Results agree with the
+/// per-layer path to float32 rounding (the sums run in another order).
 template <class T>
 class basic_layer_sequence {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
@@ -48,12 +48,11 @@ class basic_layer_sequence {
  public:
   /// Appends y = act(x w^T + bias) with w [N, K] as torch.nn.Linear stores it and bias [N]. K
   /// must be the previous layer's N. Throws fusex::shape_error otherwise.
-  basic_layer_sequence& linear(const view<const T>& w, const view<const T>& bias,
-                         activation act = activation::none) {
+  basic_layer_sequence& linear(const view<const T>& w, const view<const T>& bias, activation act = activation::none) {
     check_weight(w);
     if (!(bias.rank() == 1 && bias.extent(0) == w.extent(0))) {
-      throw shape_error("fusex::layer_sequence: layer " + std::to_string(layers_.size()) + ": the bias must be [N] = [" +
-                        std::to_string(w.extent(0)) + "]; got " + bias.shape().str());
+      throw shape_error("fusex::layer_sequence: layer " + std::to_string(layers_.size()) +
+                        ": the bias must be [N] = [" + std::to_string(w.extent(0)) + "]; got " + bias.shape().str());
     }
     layers_.push_back({w, bias, true, act});
     cache_.clear();
@@ -86,8 +85,8 @@ class basic_layer_sequence {
     const std::size_t launches = (layers_.size() + detail::seq_max_layers - 1) / detail::seq_max_layers;
     return "persistent: " + std::to_string(launches) + " launch" + (launches == 1 ? "" : "es") + " of " +
            std::to_string(clusters) + " cluster" + (clusters == 1 ? "" : "s") + " x " + std::to_string(c.cluster) +
-           " blocks (" + std::to_string(detail::seq_rows) + " rows per cluster), " +
-           std::to_string(c.shared / 1024) + " KiB of shared memory per block";
+           " blocks (" + std::to_string(detail::seq_rows) + " rows per cluster), " + std::to_string(c.shared / 1024) +
+           " KiB of shared memory per block";
   }
 
 #if defined(__CUDACC__)
@@ -118,8 +117,11 @@ class basic_layer_sequence {
       p.nc_max = c.nc_max;
       for (std::size_t l = l0; l < l1; ++l) {
         const layer& L = layers_[l];
-        p.layers[l - l0] = {L.w.data(), L.has_bias ? L.bias.data() : nullptr, static_cast<std::int32_t>(L.w.stride(0)),
-                            static_cast<std::int32_t>(L.w.extent(1)), static_cast<std::int32_t>(L.w.extent(0)),
+        p.layers[l - l0] = {L.w.data(),
+                            L.has_bias ? L.bias.data() : nullptr,
+                            static_cast<std::int32_t>(L.w.stride(0)),
+                            static_cast<std::int32_t>(L.w.extent(1)),
+                            static_cast<std::int32_t>(L.w.extent(0)),
                             static_cast<std::int32_t>(L.act)};
       }
       view<T> out = y;
@@ -139,8 +141,9 @@ class basic_layer_sequence {
   /// (Needs nvcc: this translation unit is compiled by a host compiler; see run_host.)
   template <class X, class Y>
   void run(const X&, const Y&, cudaStream_t) const {
-    static_assert(sizeof(X) == 0, "fusex::layer_sequence::run runs on the GPU and needs this translation unit "
-                                  "compiled by nvcc; use run_host to evaluate on the CPU");
+    static_assert(sizeof(X) == 0,
+                  "fusex::layer_sequence::run runs on the GPU and needs this translation unit "
+                  "compiled by nvcc; use run_host to evaluate on the CPU");
   }
 #endif
 
@@ -148,23 +151,10 @@ class basic_layer_sequence {
   /// machines without a GPU.
   void run_host(const view<const T>& x, const view<T>& y) const {
     check_io(x, y);
-    const std::int64_t m = x.extent(0);
     std::vector<T> tmp[2];
-    view<const T> in = x;
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const layer& L = layers_[l];
-      const std::int64_t n = L.w.extent(0);
-      view<T> out = y;
-      if (l + 1 != layers_.size()) {
-        tmp[l & 1].assign(static_cast<std::size_t>(m * n), T{});
-        out = view<T>(tmp[l & 1].data(), {m, n});
-      }
-      with_activation(L.act, [&](auto act) {
-        if (L.has_bias) fusex::host::eval(out, act(fusex::linear(in, L.w, L.bias)));
-        else fusex::host::eval(out, act(fusex::linear(in, L.w)));
-      });
-      in = out;
-    }
+    per_layer(
+        x, y, [&](int slot, std::size_t count) { return (tmp[slot] = std::vector<T>(count)).data(); },
+        [](const view<T>& out, const auto& e) { fusex::host::eval(out, e); });
   }
 
  private:
@@ -188,8 +178,8 @@ class basic_layer_sequence {
     if (!layers_.empty() && w.extent(1) != layers_.back().w.extent(0)) {
       throw shape_error("fusex::layer_sequence: layer " + std::to_string(layers_.size()) + ": weight " +
                         w.shape().str() + " takes K = " + std::to_string(w.extent(1)) + " inputs, but layer " +
-                        std::to_string(layers_.size() - 1) + " gives N = " +
-                        std::to_string(layers_.back().w.extent(0)));
+                        std::to_string(layers_.size() - 1) +
+                        " gives N = " + std::to_string(layers_.back().w.extent(0)));
     }
   }
   void check_io(const view<const T>& x, const view<T>& y) const {
@@ -208,18 +198,34 @@ class basic_layer_sequence {
     return inner_stride == 1 && ld % static_cast<std::int64_t>(16 / sizeof(T)) == 0 &&
            reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
   }
+  /// The chain one fused linear per layer: `temp(slot, count)` gives storage for an intermediate
+  /// (two slots, used in turn), `eval(out, expression)` evaluates a layer.
+  template <class Temp, class Eval>
+  void per_layer(const view<const T>& x, const view<T>& y, Temp&& temp, Eval&& eval) const {
+    const std::int64_t m = x.extent(0);
+    view<const T> in = x;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const layer& L = layers_[l];
+      const std::int64_t n = L.w.extent(0);
+      view<T> out = y;
+      if (l + 1 != layers_.size())
+        out = view<T>(temp(static_cast<int>(l & 1), static_cast<std::size_t>(m * n)), {m, n});
+      with_activation(L.act, [&](auto act) {
+        if (L.has_bias) eval(out, act(fusex::linear(in, L.w, L.bias)));
+        else eval(out, act(fusex::linear(in, L.w)));
+      });
+      in = out;
+    }
+  }
+
   /// Calls f with a function object applying `act` to an expression.
   template <class F>
   static void with_activation(activation act, F&& f) {
     switch (act) {
-      case activation::relu:
-        return f([](const auto& e) { return fusex::relu(e); });
-      case activation::gelu:
-        return f([](const auto& e) { return fusex::gelu(e); });
-      case activation::silu:
-        return f([](const auto& e) { return fusex::silu(e); });
-      default:
-        return f([](const auto& e) { return e; });
+      case activation::relu: return f([](const auto& e) { return fusex::relu(e); });
+      case activation::gelu: return f([](const auto& e) { return fusex::gelu(e); });
+      case activation::silu: return f([](const auto& e) { return fusex::silu(e); });
+      default: return f([](const auto& e) { return e; });
     }
   }
 
@@ -241,18 +247,22 @@ class basic_layer_sequence {
   }
 #if defined(__CUDACC__)
   choice find_geometry(const detail::device_properties& dev) const {
-    if (dev.cc_major < 9) return {0, 0, 0, 0, "the device is sm_" + std::to_string(dev.cc_major * 10 + dev.cc_minor) +
-                                                ": thread-block clusters need sm_90"};
+    if (dev.cc_major < 9)
+      return {0, 0, 0, 0,
+              "the device is sm_" + std::to_string(dev.cc_major * 10 + dev.cc_minor) +
+                  ": thread-block clusters need sm_90"};
     if (const int arch = detail::seq_kernel_arch<T>(); arch < 90) {
-      return {0, 0, 0, 0, "this program's kernel was compiled for " +
-                               (arch == 0 ? std::string("no architecture of this device") : "sm_" + std::to_string(arch)) +
-                               ", not sm_90 or newer (CMAKE_CUDA_ARCHITECTURES)"};
+      return {0, 0, 0, 0,
+              "this program's kernel was compiled for " +
+                  (arch == 0 ? std::string("no architecture of this device") : "sm_" + std::to_string(arch)) +
+                  ", not sm_90 or newer (CMAKE_CUDA_ARCHITECTURES)"};
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& L = layers_[l];
       if (!rows_ok(L.w.data(), L.w.stride(0), L.w.stride(1)) || L.w.stride(0) > INT32_MAX ||
           (L.has_bias && (L.bias.stride(0) != 1 || reinterpret_cast<std::uintptr_t>(L.bias.data()) % 4 != 0))) {
-        return {0, 0, 0, 0, "layer " + std::to_string(l) + ": weight rows (or the bias) are not contiguous and aligned"};
+        return {0, 0, 0, 0,
+                "layer " + std::to_string(l) + ": weight rows (or the bias) are not contiguous and aligned"};
       }
     }
     std::int64_t k_max = 0, n_max = 0;
@@ -277,8 +287,8 @@ class basic_layer_sequence {
                  std::to_string(opt_in) + ")";
       }
       if (misfit.empty() && !detail::seq_cluster_fits<T>(c, shared, opt_in)) {
-        misfit = "the device does not run clusters of " + std::to_string(c) + " blocks with " +
-                 std::to_string(shared) + " bytes of shared memory each";
+        misfit = "the device does not run clusters of " + std::to_string(c) + " blocks with " + std::to_string(shared) +
+                 " bytes of shared memory each";
       }
       if (misfit.empty()) return {c, pitch, nc_max, act_pitch, {}, shared};
       if (why.empty()) why = "clusters of " + std::to_string(c) + ": " + misfit;
@@ -289,24 +299,12 @@ class basic_layer_sequence {
 
 #if defined(__CUDACC__)
   void run_per_layer(const view<const T>& x, const view<T>& y, cudaStream_t stream) const {
-    const std::int64_t m = x.extent(0);
     buffer<T> tmp[2];
-    view<const T> in = x;
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const layer& L = layers_[l];
-      const std::int64_t n = L.w.extent(0);
-      view<T> out = y;
-      if (l + 1 != layers_.size()) {
-        // Stream-ordered: the buffer this replaces (layer l-2's output) is freed after its last use.
-        tmp[l & 1] = buffer<T>(static_cast<std::size_t>(m * n), stream);
-        out = view<T>(tmp[l & 1].data(), {m, n});
-      }
-      with_activation(L.act, [&](auto act) {
-        if (L.has_bias) fusex::eval(out, act(fusex::linear(in, L.w, L.bias)), stream);
-        else fusex::eval(out, act(fusex::linear(in, L.w)), stream);
-      });
-      in = out;
-    }
+    // Stream-ordered: the buffer a slot's new one replaces (layer l-2's output) is freed after its
+    // last use.
+    per_layer(
+        x, y, [&](int slot, std::size_t count) { return (tmp[slot] = buffer<T>(count, stream)).data(); },
+        [&](const view<T>& out, const auto& e) { fusex::eval(out, e, stream); });
   }
 #endif
 

@@ -44,14 +44,10 @@ struct chain {
 
 inline double activate(double v, fusex::activation a) {
   switch (a) {
-    case fusex::activation::relu:
-      return v > 0 ? v : 0;
-    case fusex::activation::gelu:
-      return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-    case fusex::activation::silu:
-      return v / (1 + std::exp(-v));
-    default:
-      return v;
+    case fusex::activation::relu: return v > 0 ? v : 0;
+    case fusex::activation::gelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case fusex::activation::silu: return v / (1 + std::exp(-v));
+    default: return v;
   }
 }
 
@@ -86,8 +82,8 @@ result reference(const chain<T>& c, const std::vector<T>& x, std::int64_t m) {
         const double bv = c.bias[l] ? fusex_test::to_double(c.b[l][static_cast<std::size_t>(j)]) : 0.0;
         const double v = activate(s + bv, c.acts[l]);
         na[static_cast<std::size_t>(i * n + j)] = v;
-        ne[static_cast<std::size_t>(i * n + j)] =
-            slope * (carried + gamma * abs_s + 2 * u * std::fabs(s + bv)) + (4 * u + u_t) * std::fabs(v) + abs_t + 1e-30;
+        ne[static_cast<std::size_t>(i * n + j)] = slope * (carried + gamma * abs_s + 2 * u * std::fabs(s + bv)) +
+                                                  (4 * u + u_t) * std::fabs(v) + abs_t + 1e-30;
       }
     }
     a.swap(na);
@@ -99,7 +95,8 @@ result reference(const chain<T>& c, const std::vector<T>& x, std::int64_t m) {
 /// "" when every got[i] is within bound[i] of y[i] (NaN never is), else the first misses.
 template <class T>
 std::string check(const std::vector<T>& got, const result& r) {
-  if (got.size() != r.y.size()) return "size " + std::to_string(got.size()) + ", expected " + std::to_string(r.y.size());
+  if (got.size() != r.y.size())
+    return "size " + std::to_string(got.size()) + ", expected " + std::to_string(r.y.size());
   std::string out;
   std::size_t bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -107,8 +104,8 @@ std::string check(const std::vector<T>& got, const result& r) {
     const double d = std::fabs(g - r.y[i]);
     if (!(d <= r.bound[i])) {
       if (bad < 4)
-        out += "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " +
-               std::to_string(r.y[i]) + " (bound " + std::to_string(r.bound[i]) + ")\n";
+        out += "element " + std::to_string(i) + ": got " + std::to_string(g) + ", expected " + std::to_string(r.y[i]) +
+               " (bound " + std::to_string(r.bound[i]) + ")\n";
       ++bad;
     }
   }

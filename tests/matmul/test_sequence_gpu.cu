@@ -66,7 +66,8 @@ std::string run_chain(const chain<T>& c, device_chain<T>& d, std::int64_t m, uns
   const fusex::view<T> yv(dy.data(), {m, n});
   fusex_test::run(s.s, [&](cudaStream_t st) { d.seq.run(xv, yv, st); });
   std::vector<T> got = dy.download();
-  const bool guard_ok = std::memcmp(got.data() + m * n, poisoned.data() + m * n, static_cast<std::size_t>(2 * n) * sizeof(T)) == 0;
+  const bool guard_ok =
+      std::memcmp(got.data() + m * n, poisoned.data() + m * n, static_cast<std::size_t>(2 * n) * sizeof(T)) == 0;
   got.resize(static_cast<std::size_t>(m * n));
   const std::string miss = sequence_test::check(got, sequence_test::reference(c, x, m));
   return guard_ok ? miss : "the rows after y were written\n" + miss;
@@ -178,8 +179,8 @@ TEST_CASE("sequence gpu: a wrong weight fails the check", "[sequence][gpu]") {
   // The reference's bound is not vacuous on the GPU either: one row of a middle layer's weights,
   // each moved by its range 1/K on the device (after the reference was taken), must move outputs
   // past it.
-  const chain<float> c({256, 256, 256, 256}, {activation::relu, activation::gelu, activation::none},
-                       {true, true, true}, 91);
+  const chain<float> c({256, 256, 256, 256}, {activation::relu, activation::gelu, activation::none}, {true, true, true},
+                       91);
   device_chain<float> d(c);
   CHECK(run_chain(c, d, 16, 3).empty());
   std::vector<float> w1 = c.w[1];
@@ -193,8 +194,9 @@ TEST_CASE("sequence gpu: bad shapes are errors before any launch", "[sequence][g
   device_chain<float> d(c);
   fusex_test::stream_guard s;
   device_array<float> dx(16 * 64), dy(16 * 64);
-  CHECK_THROWS_AS(d.seq.run(fusex::view<const float>(dx.data(), {16, 32}), fusex::view<float>(dy.data(), {16, 64}), s.s),
-                  fusex::shape_error);
+  CHECK_THROWS_AS(
+      d.seq.run(fusex::view<const float>(dx.data(), {16, 32}), fusex::view<float>(dy.data(), {16, 64}), s.s),
+      fusex::shape_error);
   CHECK_THROWS_AS(d.seq.run(fusex::view<const float>(dx.data(), {16, 64}), fusex::view<float>(dy.data(), {8, 64}), s.s),
                   fusex::shape_error);
   FUSEX_CUDA_CHECK(cudaStreamSynchronize(s.s));

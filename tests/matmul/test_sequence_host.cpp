@@ -107,13 +107,13 @@ TEST_CASE("sequence host: the persistent kernel's layer rules and shared memory"
   // Clusters of 16 on Linear(256, 256): 16 columns per block, 16 threads split K in steps of 4.
   CHECK(seq_layer_misfit(256, 256, 16).empty());
   CHECK(seq_layer_misfit(256, 256, 8).empty());
-  CHECK(seq_layer_misfit(64, 256, 16).empty());       // K = 64 = 4 x 16
-  CHECK_FALSE(seq_layer_misfit(32, 256, 16).empty());  // K not a multiple of 64
-  CHECK_FALSE(seq_layer_misfit(256, 10, 2).empty());   // 5 columns per block: not a multiple of 4
+  CHECK(seq_layer_misfit(64, 256, 16).empty());         // K = 64 = 4 x 16
+  CHECK_FALSE(seq_layer_misfit(32, 256, 16).empty());   // K not a multiple of 64
+  CHECK_FALSE(seq_layer_misfit(256, 10, 2).empty());    // 5 columns per block: not a multiple of 4
   CHECK_FALSE(seq_layer_misfit(256, 250, 16).empty());  // N not a multiple of 16
   CHECK(seq_layer_misfit(256, 250, 16).find("N = 250") != std::string::npos);
   CHECK_FALSE(seq_layer_misfit(256, 8192, 16).empty());  // 512 columns per block: more than 256
-  CHECK_FALSE(seq_layer_misfit(4, 256, 1, 2).empty());  // bfloat16 rows: 16-byte pieces of 8
+  CHECK_FALSE(seq_layer_misfit(4, 256, 1, 2).empty());   // bfloat16 rows: 16-byte pieces of 8
   // Row pitches: 16 bytes past a multiple of 128 bytes.
   CHECK(fusex::detail::seq_pitch(256, 4) == 260);
   CHECK(fusex::detail::seq_pitch(250, 4) == 260);

@@ -114,14 +114,10 @@ inline std::string seq_layer_misfit(std::int64_t k, std::int64_t n, int c, int e
 
 FUSEX_DEVICE FUSEX_FORCEINLINE float seq_activate(float v, int act) {
   switch (act) {
-    case static_cast<int>(activation::relu):
-      return ops::relu{}(v);
-    case static_cast<int>(activation::gelu):
-      return ops::gelu{}(v);
-    case static_cast<int>(activation::silu):
-      return ops::silu{}(v);
-    default:
-      return v;
+    case static_cast<int>(activation::relu): return ops::relu{}(v);
+    case static_cast<int>(activation::gelu): return ops::gelu{}(v);
+    case static_cast<int>(activation::silu): return ops::silu{}(v);
+    default: return v;
   }
 }
 
@@ -223,9 +219,9 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
   const seq_layout lay(apitch, pitch, p.nc_max, static_cast<int>(sizeof(T)));
   // Buffer b of each pair at base + b * size (arithmetic, not arrays: those would live in local memory).
   float* const act_s = reinterpret_cast<float*>(smem + lay.act);  // 2 x [seq_rows][apitch]
-  T* const w_s = reinterpret_cast<T*>(smem + lay.w);               // 2 x [nc_max][pitch]
-  T* const b_s = reinterpret_cast<T*>(smem + lay.bias);            // 2 x [bias_stride bytes]
-  float* const red = reinterpret_cast<float*>(smem + lay.red);     // [seq_threads][16]
+  T* const w_s = reinterpret_cast<T*>(smem + lay.w);              // 2 x [nc_max][pitch]
+  T* const b_s = reinterpret_cast<T*>(smem + lay.bias);           // 2 x [bias_stride bytes]
+  float* const red = reinterpret_cast<float*>(smem + lay.red);    // [seq_threads][16]
   const int act_size = seq_rows * apitch, w_size = p.nc_max * pitch;
   const int b_size = static_cast<int>(lay.bias_stride() / sizeof(T));
   const int t = static_cast<int>(threadIdx.x);
@@ -241,7 +237,8 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
     const T* w0 = L0.w + static_cast<std::int64_t>(rank) * nc * L0.w_ld;
     constexpr int line = 128 / static_cast<int>(sizeof(T));
     for (int row = t; row < nc; row += seq_threads) {
-      for (int off = 0; off < L0.k; off += line) asm volatile("prefetch.global.L2 [%0];" ::"l"(w0 + row * L0.w_ld + off));
+      for (int off = 0; off < L0.k; off += line)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w0 + row * L0.w_ld + off));
     }
   }
   pdl_begin();
@@ -324,7 +321,8 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
         if (m0 + r < p.m) p.y[(m0 + r) * p.y_ld + col] = v;
       } else {
         const float vf = convert<float>(v);
-        for (int dst = 0; dst < C; ++dst) seq_store_remote(seq_map_rank(next + r * apitch + col, static_cast<unsigned>(dst)), vf);
+        for (int dst = 0; dst < C; ++dst)
+          seq_store_remote(seq_map_rank(next + r * apitch + col, static_cast<unsigned>(dst)), vf);
       }
     }
     // Every block's slice of layer l+1's input is in place (and every block is done reading
@@ -337,23 +335,31 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
 #endif
 }
 
-/// Launches the kernel: `clusters` clusters of `c` blocks, `shared` bytes of dynamic shared memory
-/// each, with the PDL attribute where enabled.
-template <class T>
-void launch_layer_sequence(const seq_params<T>& p, int c, std::int64_t clusters, std::size_t shared,
-                           cudaStream_t stream, const device_properties& dev) {
+/// A configuration of `blocks` blocks of the kernel in clusters of `c`, `shared` bytes of dynamic
+/// shared memory each: attr[0] is the cluster dimension (attr[1] is free for the caller).
+inline cudaLaunchConfig_t seq_cluster_config(std::int64_t blocks, int c, std::size_t shared,
+                                             cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * c));
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
   cfg.blockDim = dim3(seq_threads);
   cfg.dynamicSmemBytes = shared;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = static_cast<unsigned>(c);
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  return cfg;
+}
+
+/// Launches the kernel: `clusters` clusters of `c` blocks, `shared` bytes of dynamic shared memory
+/// each, with the PDL attribute where enabled.
+template <class T>
+void launch_layer_sequence(const seq_params<T>& p, int c, std::int64_t clusters, std::size_t shared,
+                           cudaStream_t stream, const device_properties& dev) {
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t cfg = seq_cluster_config(clusters * c, c, shared, attr);
+  cfg.stream = stream;
   if (programmatic_dependent_launch()) {
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
@@ -388,17 +394,8 @@ template <class T>
 bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
   FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in));
   FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<T>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(c));
-  cfg.blockDim = dim3(seq_threads);
-  cfg.dynamicSmemBytes = shared;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(c);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = seq_cluster_config(c, c, shared, attr);
   int clusters = 0;
   const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, layer_sequence_kernel<T>, &cfg);
   if (err == cudaErrorInvalidClusterSize || err == cudaErrorInvalidValue) {
