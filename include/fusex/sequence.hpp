@@ -21,7 +21,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <climits>
 #include <mutex>
 #include <cstdint>
 #include <string>
@@ -99,7 +98,6 @@ class basic_layer_sequence {
     // x is read and y written element by element along rows: any row stride, unit column stride.
     const choice c = x.stride(1) == 1 && y.stride(1) == 1 ? choose() : choice{};
     if (c.cluster == 0) return run_per_layer(x, y, stream);
-    const detail::device_properties& dev = detail::current_device_info();
     const std::int64_t clusters = (m + detail::seq_rows - 1) / detail::seq_rows;
     // Chunks of at most seq_max_layers layers; between chunks the activations go through a
     // temporary [M, N].
@@ -133,7 +131,7 @@ class basic_layer_sequence {
       }
       p.y = out.data();
       p.y_ld = out.stride(0);
-      detail::launch_layer_sequence(p, c.cluster, clusters, c.shared, stream, dev);
+      detail::launch_layer_sequence(p, c.cluster, clusters, c.shared, stream);
       in = out;
     }
   }

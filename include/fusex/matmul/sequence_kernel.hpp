@@ -356,7 +356,7 @@ inline cudaLaunchConfig_t seq_cluster_config(std::int64_t blocks, int c, std::si
 /// each, with the PDL attribute where enabled.
 template <class T>
 void launch_layer_sequence(const seq_params<T>& p, int c, std::int64_t clusters, std::size_t shared,
-                           cudaStream_t stream, const device_properties& dev) {
+                           cudaStream_t stream) {
   cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg = seq_cluster_config(clusters * c, c, shared, attr);
   cfg.stream = stream;
@@ -365,7 +365,6 @@ void launch_layer_sequence(const seq_params<T>& p, int c, std::int64_t clusters,
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.numAttrs = 2;
   }
-  (void)dev;
   const cudaError_t err = cudaLaunchKernelEx(&cfg, layer_sequence_kernel<T>, p);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
