@@ -165,8 +165,12 @@ FUSEX_DEVICE FUSEX_FORCEINLINE unsigned seq_map_rank(const float* p, unsigned ra
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
   return remote;
 }
-FUSEX_DEVICE FUSEX_FORCEINLINE void seq_store_remote(unsigned addr, float v) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+/// 16 bytes into another block's shared memory (one packet on the SM-to-SM network, where four
+/// 4-byte stores would be four).
+FUSEX_DEVICE FUSEX_FORCEINLINE void seq_store_remote(unsigned addr, float4 v) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
 }
 #endif
 
@@ -320,9 +324,18 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
       if (last) {
         if (m0 + r < p.m) p.y[(m0 + r) * p.y_ld + col] = v;
       } else {
-        const float vf = convert<float>(v);
-        for (int dst = 0; dst < C; ++dst)
-          seq_store_remote(seq_map_rank(next + r * apitch + col, static_cast<unsigned>(dst)), vf);
+        next[r * apitch + col] = convert<float>(v);
+      }
+    }
+    if (!last) {
+      // The slice goes to the other blocks in 16-byte pieces, each block starting with a different
+      // destination (so that the cluster's stores spread over its blocks rather than queue at one).
+      __syncthreads();
+      const int quads = nc / 4, pieces = seq_rows * quads;
+      for (int i = t; i < (C - 1) * pieces; i += seq_threads) {
+        const int dst = (rank + 1 + i / pieces) % C, q = i % pieces;
+        const float* src = next + (q / quads) * apitch + rank * nc + 4 * (q % quads);
+        seq_store_remote(seq_map_rank(src, static_cast<unsigned>(dst)), *reinterpret_cast<const float4*>(src));
       }
     }
     // Every block's slice of layer l+1's input is in place (and every block is done reading
