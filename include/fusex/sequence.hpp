@@ -277,7 +277,7 @@ class basic_layer_sequence {
         misfit = detail::seq_layer_misfit(layers_[l].w.extent(1), layers_[l].w.extent(0), c, sizeof(T));
         if (!misfit.empty()) misfit = "layer " + std::to_string(l) + ": " + misfit;
       }
-      const int pitch = detail::seq_pitch(k_max, sizeof(T)), act_pitch = detail::seq_pitch(k_max, sizeof(float));
+      const int pitch = detail::seq_pitch(k_max, sizeof(T)), act_pitch = detail::seq_act_pitch(k_max, sizeof(T));
       const int nc_max = static_cast<int>(n_max / c);
       const std::size_t shared = detail::seq_layout(act_pitch, pitch, nc_max, sizeof(T)).bytes;
       if (misfit.empty() && shared > static_cast<std::size_t>(opt_in)) {

@@ -82,13 +82,14 @@ void check_chain(const chain<T>& c, device_chain<T>& d, std::int64_t m, unsigned
 
 template <class T>
 void persistent_against_reference() {
-  // Widths 256 -> 256 -> 128 -> 512 -> 64: clusters of 16 give 16, 8, 32 and 4 columns per block.
+  // Widths 256 -> 256 -> 128 -> 512 -> 64: clusters of 8 give 32, 16, 64 and 8 columns per block (at
+  // 16 the last layer's 4 would be less than a tile).
   const chain<T> c({256, 256, 128, 512, 64}, {activation::relu, activation::gelu, activation::silu, activation::none},
                    {true, false, true, true}, 21);
   device_chain<T> d(c);
   const std::string plan = d.seq.plan(40);
   INFO(plan);
-  if (has_clusters()) CHECK(plan.find("persistent: 1 launch of 3 clusters") == 0);
+  if (has_clusters()) CHECK(plan.find("persistent: 1 launch of 3 clusters x 8 blocks") == 0);
   for (std::int64_t m : {1, 7, 16, 17, 40, 64}) {
     INFO(fusex::dtype_name<T>() << " M " << m << ", " << fusex_test::launch_path_name());
     check_chain(c, d, m, static_cast<unsigned>(100 + m));
@@ -121,7 +122,7 @@ TEST_CASE("sequence gpu: the tour's MLP, 120 layers in two launches", "[sequence
 }
 
 TEST_CASE("sequence gpu: layers the kernel does not take run per layer", "[sequence][gpu]") {
-  // N = 10 divides among no cluster in whole 4-column groups.
+  // N = 10 divides among no cluster in whole 8-column tiles.
   const chain<float> c({128, 256, 10}, {activation::gelu, activation::none}, {true, true}, 41);
   device_chain<float> d(c);
   const std::string plan = d.seq.plan(16);
@@ -152,14 +153,15 @@ TEST_CASE("sequence gpu: one kernel node per launch under capture", "[sequence][
 }
 
 TEST_CASE("sequence gpu: every cluster size and slice width", "[sequence][gpu]") {
-  // One layer each: N / C columns per block from 4 (C = 8, 4, 2 for N = 32, 16, 8: 64 threads
-  // split K) to 64 (256 -> 1024 at C = 16, 183 KiB of shared memory) and 256 (64 -> 4096: no K split).
+  // One layer each: N / C columns per block from 8 (one tile; C = 8, 4, 2 for N = 64, 32, 16:
+  // eight warps split K) to 64 (256 -> 1024 at C = 16: eight tiles, no K split), and K = 40 (five
+  // TF32 steps over eight warps: some warps have none).
   struct shape {
     std::int64_t k, n;
     const char* plan;
   };
-  for (const shape& sh : {shape{256, 32, "x 8 blocks"}, shape{256, 16, "x 4 blocks"}, shape{256, 8, "x 2 blocks"},
-                          shape{256, 1024, "x 16 blocks"}, shape{64, 4096, "x 16 blocks"}}) {
+  for (const shape& sh : {shape{256, 64, "x 8 blocks"}, shape{256, 32, "x 4 blocks"}, shape{256, 16, "x 2 blocks"},
+                          shape{256, 1024, "x 16 blocks"}, shape{64, 512, "x 16 blocks"}, shape{40, 128, "x 16 blocks"}}) {
     const chain<float> c({sh.k, sh.n}, {activation::silu}, {true}, static_cast<unsigned>(70 + sh.n));
     device_chain<float> d(c);
     const std::string plan = d.seq.plan(40);
@@ -167,12 +169,19 @@ TEST_CASE("sequence gpu: every cluster size and slice width", "[sequence][gpu]")
     if (has_clusters()) CHECK(plan.find(sh.plan) != std::string::npos);
     for (std::int64_t m : {5, 40}) check_chain(c, d, m, static_cast<unsigned>(400 + m));
   }
-  // Two layers through a cluster of 8 (256 -> 32 -> 256: 4 and then 32 columns per block).
+  // Two bfloat16 layers through a cluster of 4 (256 -> 32 -> 256: 8 and 64 columns per block); a
+  // half chain whose last layer (48: 3, 6, 12 or 24 columns per block) fits no cluster runs per layer.
   const chain<fusex::bfloat16> c({256, 32, 256}, {activation::relu, activation::none}, {true, true}, 81);
   device_chain<fusex::bfloat16> d(c);
   INFO(d.seq.plan(16));
-  if (has_clusters()) CHECK(d.seq.plan(16).find("x 8 blocks") != std::string::npos);
+  if (has_clusters()) CHECK(d.seq.plan(16).find("x 4 blocks") != std::string::npos);
   check_chain(c, d, 16, 9);
+  const chain<fusex::half> h({256, 32, 256, 48}, {activation::relu, activation::gelu, activation::none},
+                             {true, false, true}, 82);
+  device_chain<fusex::half> dh(h);
+  INFO(dh.seq.plan(16));
+  CHECK(dh.seq.plan(16).find("per layer") == 0);
+  check_chain(h, dh, 16, 10);
 }
 
 TEST_CASE("sequence gpu: a wrong weight fails the check", "[sequence][gpu]") {

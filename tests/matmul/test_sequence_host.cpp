@@ -104,27 +104,33 @@ TEST_CASE("sequence host: shapes that do not chain are errors that name them", "
 
 TEST_CASE("sequence host: the persistent kernel's layer rules and shared memory", "[sequence]") {
   using fusex::detail::seq_layer_misfit;
-  // Clusters of 16 on Linear(256, 256): 16 columns per block, 16 threads split K in steps of 4.
+  // Clusters of 16 on Linear(256, 256): 16 columns per block, two 8-column tiles, four warps each.
   CHECK(seq_layer_misfit(256, 256, 16).empty());
   CHECK(seq_layer_misfit(256, 256, 8).empty());
-  CHECK(seq_layer_misfit(64, 256, 16).empty());         // K = 64 = 4 x 16
-  CHECK_FALSE(seq_layer_misfit(32, 256, 16).empty());   // K not a multiple of 64
-  CHECK_FALSE(seq_layer_misfit(256, 10, 2).empty());    // 5 columns per block: not a multiple of 4
-  CHECK_FALSE(seq_layer_misfit(256, 250, 16).empty());  // N not a multiple of 16
+  CHECK(seq_layer_misfit(64, 256, 16).empty());
+  CHECK(seq_layer_misfit(40, 128, 16).empty());          // K = 5 TF32 steps (warps split them unevenly)
+  CHECK_FALSE(seq_layer_misfit(20, 256, 16).empty());    // K not a multiple of 8
+  CHECK(seq_layer_misfit(20, 256, 16).find("K = 20") != std::string::npos);
+  CHECK_FALSE(seq_layer_misfit(40, 256, 16, 2).empty());  // 16-bit: K not a multiple of 16
+  CHECK(seq_layer_misfit(48, 256, 16, 2).empty());
+  CHECK_FALSE(seq_layer_misfit(256, 10, 2).empty());     // 5 columns per block
+  CHECK_FALSE(seq_layer_misfit(256, 64, 16).empty());    // 4 columns per block: less than a tile
+  CHECK_FALSE(seq_layer_misfit(256, 96, 4).empty());     // 24 columns per block: not a power of two
+  CHECK_FALSE(seq_layer_misfit(256, 250, 16).empty());   // N not a multiple of 16
   CHECK(seq_layer_misfit(256, 250, 16).find("N = 250") != std::string::npos);
-  CHECK_FALSE(seq_layer_misfit(256, 8192, 16).empty());  // 512 columns per block: more than 256
-  CHECK_FALSE(seq_layer_misfit(4, 256, 1, 2).empty());   // bfloat16 rows: 16-byte pieces of 8
-  // Row pitches: 16 bytes past a multiple of 128 bytes.
+  CHECK_FALSE(seq_layer_misfit(256, 2048, 16).empty());  // 128 columns per block: more than 8 tiles
+  // Row pitches: 16 bytes past a multiple of 128 bytes; 16-bit products' inputs 32 bytes past.
   CHECK(fusex::detail::seq_pitch(256, 4) == 260);
   CHECK(fusex::detail::seq_pitch(250, 4) == 260);
   CHECK(fusex::detail::seq_pitch(256, 2) == 264);
-  // Two inputs [16][act pitch] (float), two weight slices [nc][pitch] (T), two bias slices rounded
-  // to 16 bytes, 256 x 16 float partial sums.
-  const fusex::detail::seq_layout f(260, 260, 16, 4), h(260, 264, 16, 2);
-  CHECK(f.bytes == 4 * (2 * 16 * 260 + 2 * 16 * 260 + 2 * 16 + 256 * 16));
-  CHECK(h.w == 4 * 2 * 16 * 260);
-  CHECK(h.bias == h.w + 2 * 2 * 16 * 264);
-  CHECK(h.bytes == h.bias + 2 * 32 + 4 * 256 * 16);
+  CHECK(fusex::detail::seq_act_pitch(256, 4) == 260);
+  CHECK(fusex::detail::seq_act_pitch(256, 2) == 264);
+  // Two inputs [16][act pitch] (float), two weight slices [nc][pitch] (T), 4 KiB of partial sums.
+  const fusex::detail::seq_layout f(260, 260, 16, 4), h(264, 264, 16, 2);
+  CHECK(f.bytes == 4 * (2 * 16 * 260 + 2 * 16 * 260) + 4096);
+  CHECK(h.w == 4 * 2 * 16 * 264);
+  CHECK(h.red == h.w + 2 * 2 * 16 * 264);
+  CHECK(h.bytes == h.red + 4096);
 }
 
 TEST_CASE("sequence host: plan without nvcc", "[sequence]") {
