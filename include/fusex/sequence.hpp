@@ -270,6 +270,7 @@ class basic_layer_sequence {
     }
     int opt_in = 0;
     FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&opt_in, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev.ordinal));
+    opt_in = detail::seq_dynamic_shared_limit<T>(opt_in);
     std::string why;
     for (int c = 16; c >= 2; c /= 2) {
       std::string misfit;

@@ -467,9 +467,18 @@ int seq_kernel_arch() {
   return a.ptxVersion < a.binaryVersion ? a.ptxVersion : a.binaryVersion;
 }
 
+/// The dynamic shared memory a block of the kernel may ask for on a device that allows `opt_in`
+/// bytes per block: less the kernel's static shared memory (its mbarriers).
+template <class T>
+int seq_dynamic_shared_limit(int opt_in) {
+  cudaFuncAttributes a{};
+  FUSEX_CUDA_CHECK(cudaFuncGetAttributes(&a, layer_sequence_kernel<T>));
+  return opt_in - static_cast<int>(a.sharedSizeBytes);
+}
+
 /// Whether the current device runs clusters of `c` blocks with `shared` bytes each (16 is beyond
 /// CUDA's portable 8 and must be allowed per kernel). The kernel's shared-memory limit is raised
-/// to the device's `opt_in` maximum (one setting for every sequence, whatever its size).
+/// to `opt_in` (seq_dynamic_shared_limit) (one setting for every sequence, whatever its size).
 template <class T>
 bool seq_cluster_fits(int c, std::size_t shared, int opt_in) {
   FUSEX_CUDA_CHECK(cudaFuncSetAttribute(layer_sequence_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, opt_in));
