@@ -21,7 +21,7 @@ void bm_relu_bias_fused(benchmark::State& state) {
   auto bv = fusex::make_view(b.p, {cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
   const double secs =
-      fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
+      fusex_bench::time_steady(state, fusex_bench::stream(), [&] { fusex::eval(yv, fusex::relu(xv + bv), fusex_bench::stream()); });
   fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs,
                                 copy_bw_for(rows * cols * sizeof(T)));
   fusex::detail::elementwise_tuning_state().waves = 0;
@@ -35,9 +35,9 @@ void bm_silu_bias(benchmark::State& state) {
   auto xv = fusex::make_view(static_cast<const T*>(x.p), {rows, cols});
   auto bv = fusex::make_view(static_cast<const T*>(b.p), {cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
     const auto h = xv + bv;
-    fusex::eval(yv, h * fusex::sigmoid(h), bench_stream());
+    fusex::eval(yv, h * fusex::sigmoid(h), fusex_bench::stream());
   });
   fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs,
                                 copy_bw_for(rows * cols * sizeof(T)));
@@ -50,9 +50,9 @@ void bm_relu_bias_unfused(benchmark::State& state) {
   auto bv = fusex::make_view(b.p, {cols});
   auto tv = fusex::make_view(t.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    fusex::eval(tv, xv + bv, bench_stream());          // kernel 1: writes a temporary
-    fusex::eval(yv, fusex::relu(tv), bench_stream());  // kernel 2: reads it back
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
+    fusex::eval(tv, xv + bv, fusex_bench::stream());          // kernel 1: writes a temporary
+    fusex::eval(yv, fusex::relu(tv), fusex_bench::stream());  // kernel 2: reads it back
   });
   // Minimal bytes, as for the fused version, so the ratio shows the cost of not fusing.
   fusex_bench::report_bandwidth(state, double((2 * rows * cols + cols) * sizeof(T)), secs,
@@ -64,10 +64,10 @@ void bm_chain10(benchmark::State& state) {
   device_buffer<T> x(chain_n), y(chain_n);
   auto xv = fusex::make_view(x.p, {chain_n});
   auto yv = fusex::make_view(y.p, {chain_n});
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
     // ten ops: mul, add, sin, sub, exp, mul, tanh, sub, relu, mul
     fusex::eval(yv, fusex::relu(fusex::tanh(fusex::exp(fusex::sin(xv * 1.5f + 0.25f) - 0.5f) * 0.3f) - 0.1f) * 2.0f,
-                bench_stream());
+                fusex_bench::stream());
   });
   fusex_bench::report_bandwidth(state, double(2 * chain_n * sizeof(T)), secs, copy_bw_for(chain_n * sizeof(T)));
 }
@@ -87,8 +87,8 @@ void bm_chain10_raw(benchmark::State& state) {
   int sms = 0, dev = 0;
   FUSEX_CUDA_CHECK(cudaGetDevice(&dev));
   FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    raw_chain10<<<sms * 8, 256, 0, bench_stream()>>>(x.p, y.p, chain_n);
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
+    raw_chain10<<<sms * 8, 256, 0, fusex_bench::stream()>>>(x.p, y.p, chain_n);
     FUSEX_CUDA_CHECK(cudaGetLastError());
   });
   fusex_bench::report_bandwidth(state, double(2 * chain_n * sizeof(float)), secs, copy_bw_for(chain_n * sizeof(float)));
@@ -110,7 +110,7 @@ constexpr int calls_per_iteration = 200;
 template <class Launch>
 void host_cost(benchmark::State& state, Launch&& launch) {
   launch();
-  FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
+  FUSEX_CUDA_CHECK(cudaStreamSynchronize(fusex_bench::stream()));
   double total = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -119,7 +119,7 @@ void host_cost(benchmark::State& state, Launch&& launch) {
     const double secs = std::chrono::duration<double>(t1 - t0).count();
     state.SetIterationTime(secs);  // host time to submit calls_per_iteration launches
     total += secs;
-    FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));  // keep the queue short (not timed)
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(fusex_bench::stream()));  // keep the queue short (not timed)
   }
   state.counters["host_us_per_call"] = total * 1e6 / (static_cast<double>(state.iterations()) * calls_per_iteration);
 }
@@ -129,14 +129,14 @@ void bm_small_fusex(benchmark::State& state) {
   auto xv = fusex::make_view(x.p, {small_rows, small_cols});
   auto bv = fusex::make_view(b.p, {small_cols});
   auto yv = fusex::make_view(y.p, {small_rows, small_cols});
-  host_cost(state, [&] { fusex::eval(yv, fusex::relu(xv + bv), bench_stream()); });
+  host_cost(state, [&] { fusex::eval(yv, fusex::relu(xv + bv), fusex_bench::stream()); });
 }
 
 void bm_small_raw(benchmark::State& state) {
   device_buffer<float> x(small_rows * small_cols), b(small_cols), y(small_rows * small_cols);
   const int n = static_cast<int>(small_rows * small_cols);
   host_cost(state, [&] {
-    raw_relu_bias<<<(n + 255) / 256, 256, 0, bench_stream()>>>(x.p, b.p, y.p, n, static_cast<int>(small_cols));
+    raw_relu_bias<<<(n + 255) / 256, 256, 0, fusex_bench::stream()>>>(x.p, b.p, y.p, n, static_cast<int>(small_cols));
     FUSEX_CUDA_CHECK(cudaGetLastError());
   });
 }

@@ -58,8 +58,8 @@ void bm_named_chain_hand(benchmark::State& state) {
   FUSEX_CUDA_CHECK(cudaGetDevice(&dev));
   FUSEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const long long n_vec = chain_n / (16 / static_cast<long long>(sizeof(T)));
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    raw_named_chain<T><<<sms * 8, 256, 0, bench_stream()>>>(x.p, y.p, n_vec);
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
+    raw_named_chain<T><<<sms * 8, 256, 0, fusex_bench::stream()>>>(x.p, y.p, n_vec);
     FUSEX_CUDA_CHECK(cudaGetLastError());
   });
   const double bytes = double(2 * chain_n * sizeof(T));
@@ -69,7 +69,7 @@ void bm_named_chain_hand(benchmark::State& state) {
 template <class T, class Z>
 void named_chain_run(benchmark::State& state, device_buffer<T>& y, const Z& z) {
   auto yv = fusex::make_view(y.p, {chain_n});
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
     auto c1 = z * 1.1f + 0.3f;
     auto c2 = c1 * z - 0.2f;
     auto c3 = fusex::sin(c2);
@@ -79,7 +79,7 @@ void named_chain_run(benchmark::State& state, device_buffer<T>& y, const Z& z) {
     auto c7 = fusex::relu(c6);
     auto c8 = c7 * c7;
     auto c9 = fusex::tanh(c8);
-    fusex::eval(yv, c9 * 2.0f - 1.0f, bench_stream());
+    fusex::eval(yv, c9 * 2.0f - 1.0f, fusex_bench::stream());
   });
   const double bytes = double(2 * chain_n * sizeof(T));
   fusex_bench::report_bandwidth(state, bytes, secs, copy_bw_for(chain_n * sizeof(T)));
@@ -106,10 +106,10 @@ void bm_norm_gelu(benchmark::State& state) {
   auto bv = fusex::make_view(static_cast<const T*>(b.p), {cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
   const bool twice = state.range(0) != 0;
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
     const auto n = fusex::layer_norm(xv, gv, bv);
-    if (twice) fusex::eval(yv, n * fusex::gelu(n), bench_stream());
-    else fusex::eval(yv, n, bench_stream());
+    if (twice) fusex::eval(yv, n * fusex::gelu(n), fusex_bench::stream());
+    else fusex::eval(yv, n, fusex_bench::stream());
   });
   fusex_bench::report_bandwidth(state, double((2 * rows * cols + 2 * cols) * sizeof(T)), secs,
                                 copy_bw_for(rows * cols * sizeof(T)));

@@ -14,8 +14,8 @@ void bm_dropout(benchmark::State& state) {
   auto xv = fusex::make_view(static_cast<const T*>(x.p), {rows, cols});
   auto yv = fusex::make_view(y.p, {rows, cols});
   std::uint64_t offset = 0;
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    fusex::eval(yv, fusex::dropout(xv, 0.1, 1234, offset), bench_stream());
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
+    fusex::eval(yv, fusex::dropout(xv, 0.1, 1234, offset), fusex_bench::stream());
     offset += static_cast<std::uint64_t>(rows * cols);
   });
   fusex_bench::report_bandwidth(state, double(2 * rows * cols * sizeof(T)), secs, copy_bw_for(rows * cols * sizeof(T)));

@@ -13,23 +13,14 @@ namespace ew_bench {
 
 using fusex::bfloat16;
 
-inline cudaStream_t bench_stream() {
-  static cudaStream_t s = [] {
-    cudaStream_t st;
-    FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    return st;
-  }();
-  return s;
-}
-
 template <class T>
 struct device_buffer {
   T* p = nullptr;
   explicit device_buffer(std::size_t n) {
     FUSEX_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
     // Non-zero data: fill with a fusex expression of a constant.
-    fusex::eval(fusex::make_view(p, {static_cast<std::int64_t>(n)}), 1.37f, bench_stream());
-    FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
+    fusex::eval(fusex::make_view(p, {static_cast<std::int64_t>(n)}), 1.37f, fusex_bench::stream());
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(fusex_bench::stream()));
   }
   ~device_buffer() { cudaFree(p); }
 };
@@ -43,8 +34,8 @@ inline std::map<std::size_t, double>& copy_bandwidth() {
 inline void bm_copy(benchmark::State& state) {
   const std::size_t bytes = static_cast<std::size_t>(state.range(0));
   device_buffer<std::uint8_t> a(bytes), b(bytes);
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    FUSEX_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, bench_stream()));
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
+    FUSEX_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, fusex_bench::stream()));
   });
   const double moved = 2.0 * static_cast<double>(bytes);
   fusex_bench::report_bandwidth(state, moved, secs, 0);

@@ -32,15 +32,6 @@ namespace {
 
 using fusex::bfloat16;
 
-cudaStream_t bench_stream() {
-  static cudaStream_t s = [] {
-    cudaStream_t st;
-    FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    return st;
-  }();
-  return s;
-}
-
 __global__ void fill_kernel(float* t, std::int64_t n, float lo, float hi, unsigned salt) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x)
@@ -55,10 +46,10 @@ struct device_buffer {
     FUSEX_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(n) * sizeof(T)));
     float* tmp = nullptr;
     FUSEX_CUDA_CHECK(cudaMalloc(&tmp, static_cast<std::size_t>(n) * sizeof(float)));
-    fill_kernel<<<1024, 256, 0, bench_stream()>>>(tmp, n, lo, hi, salt);
+    fill_kernel<<<1024, 256, 0, fusex_bench::stream()>>>(tmp, n, lo, hi, salt);
     FUSEX_CUDA_CHECK(cudaGetLastError());
-    fusex::eval(fusex::make_view(p, {n}), fusex::make_view(tmp, {n}), bench_stream());
-    FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
+    fusex::eval(fusex::make_view(p, {n}), fusex::make_view(tmp, {n}), fusex_bench::stream());
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(fusex_bench::stream()));
     FUSEX_CUDA_CHECK(cudaFree(tmp));
   }
   device_buffer(const device_buffer&) = delete;
@@ -135,7 +126,7 @@ void bm_large(benchmark::State& state) {
   auto bv = fusex::make_view(b.p, {N});
   auto yv = fusex::make_view(y.p, {M, N});
   auto rv = fusex::make_view(r.p, {M, N});
-  const cudaStream_t s = bench_stream();
+  const cudaStream_t s = fusex_bench::stream();
   double secs = 0;
   if constexpr (V == fusex_fused) {
     state.SetLabel(fusex::explain(yv, fusex::relu(fusex::linear(xv, wv, bv))).find("cuBLASLt, 1 call") !=
@@ -182,7 +173,7 @@ void bm_mixed(benchmark::State& state) {
   auto xv = fusex::make_view(x.p, {M, K});
   auto wv = fusex::make_view(w.p, {N, K});
   auto bv = fusex::make_view(b.p, {N});
-  const cudaStream_t s = bench_stream();
+  const cudaStream_t s = fusex_bench::stream();
   const auto e = [&] { return fusex::relu(fusex::linear(xv, wv, bv)); };
   double secs = 0;
   if (out32) {
@@ -256,7 +247,7 @@ double time_graph(benchmark::State& state, cudaStream_t s, F&& enqueue, bool raw
 //           2 cuBLASLt called directly (RELU_BIAS); range(1): 0 eager, 1 graph.
 void bm_mlp(benchmark::State& state) {
   mlp net;
-  const cudaStream_t s = bench_stream();
+  const cudaStream_t s = fusex_bench::stream();
   const int which = static_cast<int>(state.range(0));
   fusex::matmul_options o;
   if (which == 1) o.path = fusex::matmul_path::cublaslt;
@@ -294,7 +285,7 @@ void bm_sweep(benchmark::State& state) {
   auto bv = fusex::make_view(b.p, {NK});
   auto v0 = fusex::make_view(h0.p, {M, NK});
   auto v1 = fusex::make_view(h1.p, {M, NK});
-  const cudaStream_t s = bench_stream();
+  const cudaStream_t s = fusex_bench::stream();
   // What the automatic chooser picks for this shape now (1: the fusex kernel), next to the
   // measured path, so that a table of the sweep shows where its thresholds are wrong.
   const char* why = "";

@@ -16,15 +16,6 @@
 
 namespace {
 
-cudaStream_t bench_stream() {
-  static cudaStream_t s = [] {
-    cudaStream_t st;
-    FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    return st;
-  }();
-  return s;
-}
-
 template <class T>
 struct device_values {
   T* p = nullptr;
@@ -76,7 +67,7 @@ void bm_sequence(benchmark::State& state) {
   const std::int64_t m = state.range(0);
   const bool persistent = state.range(1) != 0, graph = state.range(2) != 0;
   net<T>& n = the_net<T>();
-  const cudaStream_t s = bench_stream();
+  const cudaStream_t s = fusex_bench::stream();
   device_values<T> x(static_cast<std::size_t>(m * width), -1, 1, 7), y(static_cast<std::size_t>(m * width), 0, 0, 8),
       ref(static_cast<std::size_t>(m * width), 0, 0, 9);
   const auto xv = fusex::make_view(static_cast<const T*>(x.p), {m, width});

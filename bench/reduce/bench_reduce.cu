@@ -14,15 +14,6 @@ namespace {
 
 using fusex::bfloat16;
 
-cudaStream_t bench_stream() {
-  static cudaStream_t s = [] {
-    cudaStream_t st;
-    FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    return st;
-  }();
-  return s;
-}
-
 __global__ void fill_kernel(float* t, std::int64_t n, float lo, float hi) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x)
@@ -38,10 +29,10 @@ struct device_buffer {
     // Varying, non-constant data (a sine of the index), converted to T by fusex.
     float* tmp = nullptr;
     FUSEX_CUDA_CHECK(cudaMalloc(&tmp, static_cast<std::size_t>(n) * sizeof(float)));
-    fill_kernel<<<1024, 256, 0, bench_stream()>>>(tmp, n, lo, hi);
+    fill_kernel<<<1024, 256, 0, fusex_bench::stream()>>>(tmp, n, lo, hi);
     FUSEX_CUDA_CHECK(cudaGetLastError());
-    fusex::eval(fusex::make_view(p, {n}), fusex::make_view(tmp, {n}), bench_stream());
-    FUSEX_CUDA_CHECK(cudaStreamSynchronize(bench_stream()));
+    fusex::eval(fusex::make_view(p, {n}), fusex::make_view(tmp, {n}), fusex_bench::stream());
+    FUSEX_CUDA_CHECK(cudaStreamSynchronize(fusex_bench::stream()));
     FUSEX_CUDA_CHECK(cudaFree(tmp));
   }
   ~device_buffer() { cudaFree(p); }
@@ -55,9 +46,9 @@ std::map<std::int64_t, double>& copy_bw() {
 void bm_copy(benchmark::State& state) {
   const std::int64_t bytes = state.range(0);
   device_buffer<std::uint8_t> a(bytes, 1, 200), b(bytes, 1, 200);
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
     FUSEX_CUDA_CHECK(
-        cudaMemcpyAsync(b.p, a.p, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, bench_stream()));
+        cudaMemcpyAsync(b.p, a.p, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, fusex_bench::stream()));
   });
   fusex_bench::report_bandwidth(state, 2.0 * double(bytes), secs, 0);
   copy_bw()[bytes] = 2.0 * double(bytes) * double(state.iterations()) / secs;
@@ -89,11 +80,11 @@ void bm_rows(benchmark::State& state) {
   device_buffer<T> r(W == layer_norm_residual_k ? rows * cols : 1);
   auto rv = fusex::make_view(r.p, {W == layer_norm_residual_k ? rows : 1, W == layer_norm_residual_k ? cols : 1});
   if (W == layer_norm_residual_k) bytes += double(rows * cols * sizeof(T));
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    if constexpr (W == softmax_k) fusex::eval(yv, fusex::softmax(xv), bench_stream());
-    else if constexpr (W == layer_norm_k) fusex::eval(yv, fusex::layer_norm(xv, gv, bv), bench_stream());
-    else if constexpr (W == layer_norm_residual_k) fusex::eval(yv, fusex::layer_norm(xv + rv, gv, bv), bench_stream());
-    else fusex::eval(yv, fusex::rms_norm(xv, gv), bench_stream());
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
+    if constexpr (W == softmax_k) fusex::eval(yv, fusex::softmax(xv), fusex_bench::stream());
+    else if constexpr (W == layer_norm_k) fusex::eval(yv, fusex::layer_norm(xv, gv, bv), fusex_bench::stream());
+    else if constexpr (W == layer_norm_residual_k) fusex::eval(yv, fusex::layer_norm(xv + rv, gv, bv), fusex_bench::stream());
+    else fusex::eval(yv, fusex::rms_norm(xv, gv), fusex_bench::stream());
   });
   fusex_bench::report_bandwidth(state, bytes, secs, copy_for(rows * cols * std::int64_t(sizeof(T))));
   tuning = fusex::detail::row_tuning{};
@@ -122,18 +113,18 @@ void bm_rows_graph(benchmark::State& state) {
   auto bev = fusex::make_view(be.p, {cols});
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(bench_stream(), cudaStreamCaptureModeThreadLocal));
+  FUSEX_CUDA_CHECK(cudaStreamBeginCapture(fusex_bench::stream(), cudaStreamCaptureModeThreadLocal));
   for (int k = 0; k < kernels; ++k) {
     const auto& in = k % 2 ? bv : av;
     const auto& out = k % 2 ? av : bv;
-    if (rms) fusex::eval(out, fusex::rms_norm(in, gv), bench_stream());
-    else fusex::eval(out, fusex::layer_norm(in, gv, bev), bench_stream());
+    if (rms) fusex::eval(out, fusex::rms_norm(in, gv), fusex_bench::stream());
+    else fusex::eval(out, fusex::layer_norm(in, gv, bev), fusex_bench::stream());
   }
-  FUSEX_CUDA_CHECK(cudaStreamEndCapture(bench_stream(), &graph));
+  FUSEX_CUDA_CHECK(cudaStreamEndCapture(fusex_bench::stream(), &graph));
   FUSEX_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   tuning = fusex::detail::row_tuning{};
-  const double secs = fusex_bench::time_with_events(state, bench_stream(),
-                                                    [&] { FUSEX_CUDA_CHECK(cudaGraphLaunch(exec, bench_stream())); });
+  const double secs = fusex_bench::time_with_events(state, fusex_bench::stream(),
+                                                    [&] { FUSEX_CUDA_CHECK(cudaGraphLaunch(exec, fusex_bench::stream())); });
   state.counters["us_per_kernel"] = secs * 1e6 / (double(state.iterations()) * kernels);
   FUSEX_CUDA_CHECK(cudaGraphExecDestroy(exec));
   FUSEX_CUDA_CHECK(cudaGraphDestroy(graph));
@@ -145,7 +136,7 @@ void bm_column_sum(benchmark::State& state) {
   auto xv = fusex::make_view(x.p, {rows, cols});
   auto yv = fusex::make_view(y.p, {cols});
   const double secs =
-      fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv, 0), bench_stream()); });
+      fusex_bench::time_steady(state, fusex_bench::stream(), [&] { fusex::eval(yv, fusex::sum(xv, 0), fusex_bench::stream()); });
   // Against the copy's bytes/s (read + write), like every other case.
   fusex_bench::report_bandwidth(state, double((rows * cols + cols) * 4), secs, copy_for(rows * cols * 4));
 }
@@ -157,7 +148,7 @@ void bm_full_sum_fusex(benchmark::State& state) {
   auto xv = fusex::make_view(x.p, {full_n});
   auto yv = fusex::make_view(y.p, {});
   const double secs =
-      fusex_bench::time_steady(state, bench_stream(), [&] { fusex::eval(yv, fusex::sum(xv), bench_stream()); });
+      fusex_bench::time_steady(state, fusex_bench::stream(), [&] { fusex::eval(yv, fusex::sum(xv), fusex_bench::stream()); });
   // A reduction only reads: its bytes/s (bytes read) against the bytes/s (read + written) of a copy
   // of the same input, measured by bm_copy at full_n * 4 bytes earlier in this run.
   fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4));
@@ -166,11 +157,11 @@ void bm_full_sum_fusex(benchmark::State& state) {
 void bm_full_sum_cub(benchmark::State& state) {
   device_buffer<float> x(full_n), y(1);
   std::size_t temp_bytes = 0;
-  FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, x.p, y.p, full_n, bench_stream()));
+  FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, x.p, y.p, full_n, fusex_bench::stream()));
   void* temp = nullptr;
   FUSEX_CUDA_CHECK(cudaMalloc(&temp, temp_bytes));
-  const double secs = fusex_bench::time_steady(state, bench_stream(), [&] {
-    FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(temp, temp_bytes, x.p, y.p, full_n, bench_stream()));
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(), [&] {
+    FUSEX_CUDA_CHECK(cub::DeviceReduce::Sum(temp, temp_bytes, x.p, y.p, full_n, fusex_bench::stream()));
   });
   fusex_bench::report_bandwidth(state, double(full_n * 4), secs, copy_for(full_n * 4));
   FUSEX_CUDA_CHECK(cudaFree(temp));

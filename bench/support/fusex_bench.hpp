@@ -14,6 +14,16 @@
 
 namespace fusex_bench {
 
+/// The stream a benchmark program's cases run on (one non-blocking stream, created on first use).
+inline cudaStream_t stream() {
+  static const cudaStream_t s = [] {
+    cudaStream_t st;
+    FUSEX_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    return st;
+  }();
+  return s;
+}
+
 /// Times `body()` (which enqueues work on `stream`) with CUDA events for each benchmark iteration
 /// and reports it as manual time. Warm-up runs once before timing.
 /// Returns the total timed seconds.
