@@ -206,12 +206,20 @@ FUSEX_DEVICE FUSEX_FORCEINLINE unsigned seq_pack(float2 v) {
 /// g = lane / 4, q = lane % 4 (PTX's fragment layouts).
 FUSEX_DEVICE FUSEX_FORCEINLINE void seq_tile_product(const float* a0, const float* a1, const float* wr, int s0, int s1,
                                                      int q, float (&d)[4]) {
+  // 3xTF32: x = big + small (both TF32); big*big + big*small + small*big leaves out small*small
+  // (2^-22 of the product) and is as accurate as float32's FMAs for these sums. The three
+  // products go to three accumulators (independent chains of tensor-core instructions, not one
+  // three times as long), the small terms added first at the end.
+  float e[4] = {0.0f, 0.0f, 0.0f, 0.0f}, f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#define FUSEX_SEQ_MMA(D, A, B)                                                                                 \
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, " \
+               "{%0, %1, %2, %3};"                                                                             \
+               : "+f"(D[0]), "+f"(D[1]), "+f"(D[2]), "+f"(D[3])                                                \
+               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]))
   for (int s = s0; s < s1; ++s) {
     const int k = 8 * s + q;
     const float av[4] = {a0[k], a1[k], a0[k + 4], a1[k + 4]};
     const float bv[2] = {wr[k], wr[k + 4]};
-    // 3xTF32: x = big + small (both TF32); big*big + big*small + small*big leaves out small*small
-    // (2^-22 of the product) and is as accurate as float32's FMAs for these sums.
     unsigned ab[4], as[4], bb[2], bs[2];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -223,16 +231,13 @@ FUSEX_DEVICE FUSEX_FORCEINLINE void seq_tile_product(const float* a0, const floa
       bb[i] = seq_tf32(bv[i]);
       bs[i] = seq_tf32(bv[i] - __uint_as_float(bb[i]));
     }
-#define FUSEX_SEQ_MMA(A, B)                                                                                    \
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, " \
-               "{%0, %1, %2, %3};"                                                                             \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                \
-               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]))
-    FUSEX_SEQ_MMA(as, bb);
-    FUSEX_SEQ_MMA(ab, bs);
-    FUSEX_SEQ_MMA(ab, bb);
-#undef FUSEX_SEQ_MMA
+    FUSEX_SEQ_MMA(e, as, bb);
+    FUSEX_SEQ_MMA(f, ab, bs);
+    FUSEX_SEQ_MMA(d, ab, bb);
   }
+#undef FUSEX_SEQ_MMA
+#pragma unroll
+  for (int i = 0; i < 4; ++i) d[i] += e[i] + f[i];
 }
 template <class T>
 FUSEX_DEVICE FUSEX_FORCEINLINE void seq_tile_product(const float* a0, const float* a1, const T* wr, int s0, int s1,
