@@ -1,6 +1,7 @@
 // fusex-tour: what fusex does to launch overhead, on the workloads that motivate it.
 //
-// Three workloads, each run four ways and checked against each other:
+// Four workloads (chain; transformer, in float32 and in bfloat16; mlp), each run four ways and
+// checked against each other:
 //   (1) unfused    one kernel per operation, temporaries from cudaMallocAsync (an eager framework)
 //   (2) fused      fusex expressions: one kernel per fused step, temporaries from cudaMallocAsync
 //   (3) +arena     the same with temporaries from fusex's arena
@@ -58,7 +59,8 @@ void print_help(std::FILE* out) {
                "and prints kernels launched per step (fusex::launch_monitor), host us per step (time to\n"
                "submit), GPU us per step (CUDA events around the measured steps), speedup of GPU time\n"
                "over (1), and the largest absolute difference from (1)'s output. A difference above\n"
-               "1e-3 x max(1, max|output of (1)|) fails the check (exit code 1).\n"
+               "1e-3 x max(1, max|output of (1)|) (3e-2 x for transformer-bf16: bfloat16 rounds to 8\n"
+               "significant bits) fails the check (exit code 1).\n"
                "\n"
                "Workloads:\n"
                "  chain        a long chain of small steps on [batch, hidden]; each block is\n"
@@ -67,6 +69,8 @@ void print_help(std::FILE* out) {
                "  transformer  one pre-LN transformer block on [batch*seq, hidden] (one attention head):\n"
                "               layer_norm, QKV linear, scores, scale, softmax, attention, output linear,\n"
                "               residual, layer_norm, linear+bias, gelu, linear, residual\n"
+               "  transformer-bf16  the same block in bfloat16 (as inference runs it): parameters and\n"
+               "               activations in bfloat16, GEMMs on tensor cores (cuBLASLt), float accumulation\n"
                "  mlp          `layers` x (Linear(hidden, hidden) + ReLU) on [batch, hidden]\n"
                "  mlp-persistent  the same MLP, fused versions as one fusex::layer_sequence (one\n"
                "               persistent kernel for the chain where the GPU has thread-block clusters;\n"
@@ -78,8 +82,8 @@ void print_help(std::FILE* out) {
                "prints the table without the GPU columns and exits 0.\n"
                "\n"
                "options:\n"
-               "  --workload LIST   comma-separated subset of chain,transformer,mlp,mlp-persistent or all\n"
-               "                    (default: chain,transformer,mlp)\n"
+               "  --workload LIST   comma-separated subset of chain,transformer,transformer-bf16,mlp,\n"
+               "                    mlp-persistent or all (default: chain,transformer,transformer-bf16,mlp)\n"
                "  --batch N         rows per step (default 16)\n"
                "  --hidden N        hidden size (default 256)\n"
                "  --layers N        MLP depth (default 100)\n"
@@ -203,11 +207,13 @@ options parse(int argc, char** argv, bool& exit_now, int& exit_code) {
         const std::size_t comma = list.find(',', start);
         const std::string w = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         if (w == "all") {
-          o.workloads = {"chain", "transformer", "mlp", "mlp-persistent"};
-        } else if (w == "chain" || w == "transformer" || w == "mlp" || w == "mlp-persistent") {
+          o.workloads = {"chain", "transformer", "transformer-bf16", "mlp", "mlp-persistent"};
+        } else if (w == "chain" || w == "transformer" || w == "transformer-bf16" || w == "mlp" ||
+                   w == "mlp-persistent") {
           if (std::find(o.workloads.begin(), o.workloads.end(), w) == o.workloads.end()) o.workloads.push_back(w);
         } else {
-          throw usage_error{"unknown workload '" + w + "' (choose from chain, transformer, mlp, mlp-persistent, all)"};
+          throw usage_error{"unknown workload '" + w +
+                            "' (choose from chain, transformer, transformer-bf16, mlp, mlp-persistent, all)"};
         }
         if (comma == std::string::npos) break;
         start = comma + 1;
@@ -221,7 +227,7 @@ options parse(int argc, char** argv, bool& exit_now, int& exit_code) {
 
 std::unique_ptr<workload> make_workload(const std::string& name, bool host, const options& o) {
   if (name == "chain") return make_chain(host, o);
-  if (name == "transformer") return make_transformer(host, o);
+  if (name == "transformer" || name == "transformer-bf16") return make_transformer(host, o, name == "transformer-bf16");
   return make_mlp(host, o, name == "mlp-persistent");
 }
 
@@ -242,6 +248,7 @@ struct result {
 
 struct workload_result {
   std::string name, shape;
+  double relative_tolerance = 1e-3;  // the workload's: tolerance / max(1, max|output of (1)|)
   double tolerance = 0;
   std::vector<result> versions;
 };
@@ -271,13 +278,12 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-constexpr double relative_tolerance = 1e-3;
-
 // The four versions on the GPU.
 workload_result run_device(workload& w, const options& o, cudaStream_t stream) {
   workload_result wr;
   wr.name = w.name();
   wr.shape = w.shape();
+  wr.relative_tolerance = w.relative_tolerance();
   static fusex::cuda_async_resource async_resource;
   fusex::arena& ar = fusex::default_arena();
   std::vector<float> reference;
@@ -298,8 +304,7 @@ workload_result run_device(workload& w, const options& o, cudaStream_t stream) {
     backend b;
     b.stream = stream;
     b.resource = fusex::get_default_resource();
-    FUSEX_CUDA_CHECK(
-        cudaMemsetAsync(w.output().data(), 0xFF, static_cast<std::size_t>(w.output().size()) * sizeof(float), stream));
+    w.output().poison(stream);
     fusex::launch_report rep;
     if (v < 3) {
       for (int i = 0; i < o.warmup; ++i) w.step(b, fused);
@@ -331,10 +336,10 @@ workload_result run_device(workload& w, const options& o, cudaStream_t stream) {
     r.host_us = rep.host_us / o.steps;
     r.gpu_us = rep.gpu_us / o.steps;
     r.launch_bound = rep.launch_bound();
-    const std::vector<float> out = w.output().download();
+    const std::vector<float> out = w.output().download_values();
     if (v == 0) {
       reference = out;
-      wr.tolerance = relative_tolerance * std::max(1.0, max_abs(reference));
+      wr.tolerance = wr.relative_tolerance * std::max(1.0, max_abs(reference));
     }
     r.max_diff = max_abs_diff(out, reference);
     r.ok = r.max_diff <= wr.tolerance;
@@ -352,6 +357,7 @@ workload_result run_host(workload& w, const options& o) {
   workload_result wr;
   wr.name = w.name();
   wr.shape = w.shape();
+  wr.relative_tolerance = w.relative_tolerance();
   std::vector<float> reference;
   for (int v = 0; v < 4; ++v) {
     result r;
@@ -372,10 +378,10 @@ workload_result run_host(workload& w, const options& o) {
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     r.kernels = static_cast<double>(b.evals) / o.steps;
     r.host_us = us / o.steps;
-    const std::vector<float> out = w.output().download();
+    const std::vector<float> out = w.output().download_values();
     if (v == 0) {
       reference = out;
-      wr.tolerance = relative_tolerance * std::max(1.0, max_abs(reference));
+      wr.tolerance = wr.relative_tolerance * std::max(1.0, max_abs(reference));
     }
     r.max_diff = max_abs_diff(out, reference);
     r.ok = r.max_diff <= wr.tolerance;
@@ -389,6 +395,16 @@ workload_result run_host(workload& w, const options& o) {
 
 // ---------------------------------------------------------------------------------------------
 // Reporting
+
+// 1e-3 rather than printf's 1e-03 (a relative tolerance is a round power of ten times a digit).
+std::string short_exponent(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0e", v);
+  std::string s = buf;
+  const std::size_t e = s.find("e-0");
+  if (e != std::string::npos && e + 3 < s.size()) s.erase(e + 2, 1);
+  return s;
+}
 
 void print_table(const workload_result& wr, bool gpu) {
   std::printf("\n%s: %s\n", wr.name.c_str(), wr.shape.c_str());
@@ -414,7 +430,8 @@ void print_table(const workload_result& wr, bool gpu) {
                   r.max_diff, check);
     }
   }
-  std::printf("  tolerance: max abs diff <= %.3g (1e-3 x max(1, max|output of (1)|))\n", wr.tolerance);
+  std::printf("  tolerance: max abs diff <= %.3g (%s x max(1, max|output of (1)|))\n", wr.tolerance,
+              short_exponent(wr.relative_tolerance).c_str());
 }
 
 std::string json_escape(const std::string& s) {
@@ -461,7 +478,8 @@ bool write_json(const std::string& file, const options& o, const std::string& de
   for (std::size_t i = 0; i < results.size(); ++i) {
     const workload_result& wr = results[i];
     s += "    {\"name\": \"" + wr.name + "\", \"shape\": \"" + json_escape(wr.shape) +
-         "\", \"tolerance\": " + num(wr.tolerance) + ", \"versions\": [\n";
+         "\", \"tolerance\": " + num(wr.tolerance) + ", \"relative_tolerance\": " + num(wr.relative_tolerance) +
+         ", \"versions\": [\n";
     for (std::size_t j = 0; j < wr.versions.size(); ++j) {
       const result& r = wr.versions[j];
       s += "      {\"version\": \"" + r.version + "\", \"measured\": " + (r.measured ? "true" : "false");

@@ -31,7 +31,7 @@ struct options {
   int steps = 200;
   int warmup = 10;
   // mlp-persistent (fusex::layer_sequence) only on request until its kernel has run on a GPU.
-  std::vector<std::string> workloads{"chain", "transformer", "mlp"};
+  std::vector<std::string> workloads{"chain", "transformer", "transformer-bf16", "mlp"};
   std::string json;
   // Which sizes the user set (the host backend's small defaults apply to the others).
   bool set_batch = false, set_hidden = false, set_layers = false, set_seq = false, set_blocks = false,
@@ -70,60 +70,91 @@ struct backend {
   }
 };
 
-// A temporary: host memory on the host backend, else a stream-ordered buffer from the run's
+// A temporary of T: host memory on the host backend, else a stream-ordered buffer from the run's
 // resource (freed on the stream when it goes out of scope, as an eager framework frees).
-class temp {
+template <class T>
+class basic_temp {
  public:
-  temp() = default;
-  temp(backend& b, std::int64_t n) {
+  basic_temp() = default;
+  basic_temp(backend& b, std::int64_t n) {
     if (b.host) {
       host_.resize(static_cast<std::size_t>(n));
     } else {
-      dev_ = fusex::buffer<float>(static_cast<std::size_t>(n), b.stream, b.resource);
+      dev_ = fusex::buffer<T>(static_cast<std::size_t>(n), b.stream, b.resource);
     }
   }
-  float* data() { return host_.empty() ? dev_.data() : host_.data(); }
+  T* data() { return host_.empty() ? dev_.data() : host_.data(); }
 
  private:
-  std::vector<float> host_;
-  fusex::buffer<float> dev_;
+  std::vector<T> host_;
+  fusex::buffer<T> dev_;
+};
+using temp = basic_temp<float>;
+
+// What the driver needs of a workload's output, whatever its element type: its values as float
+// (to compare versions) and a way to poison it before a version runs.
+class param_base {
+ public:
+  virtual ~param_base() = default;
+  virtual std::vector<float> download_values() = 0;
+  // Sets the device copy to all-ones bytes (NaN in float, bfloat16 and half), so that a version
+  // that fails to write the output cannot pass with the previous version's values.
+  virtual void poison(cudaStream_t stream) = 0;
 };
 
-// Parameters and inputs: filled once on the host, uploaded to the device for GPU runs.
-class param {
+// Parameters and inputs of T: filled once on the host, uploaded to the device for GPU runs.
+template <class T>
+class basic_param : public param_base {
  public:
-  param(bool host, std::int64_t n) : h_(static_cast<std::size_t>(n)), host_(host) {
-    if (!host_) FUSEX_CUDA_CHECK(cudaMalloc(&d_, h_.size() * sizeof(float)));
+  basic_param(bool host, std::int64_t n) : h_(static_cast<std::size_t>(n)), host_(host) {
+    if (!host_) FUSEX_CUDA_CHECK(cudaMalloc(&d_, h_.size() * sizeof(T)));
   }
-  param(const param&) = delete;
-  param& operator=(const param&) = delete;
-  ~param() {
+  basic_param(const basic_param&) = delete;
+  basic_param& operator=(const basic_param&) = delete;
+  ~basic_param() override {
     if (d_ != nullptr) (void)cudaFree(d_);
   }
+  // The float draws rounded to T by fusex's own conversion, so host and device hold one value.
   void fill(lcg& r, float lo, float hi) {
-    for (float& v : h_) v = r.uniform(lo, hi);
+    for (T& v : h_) v = fusex::convert<T>(r.uniform(lo, hi));
     upload();
   }
   void upload() {
-    if (!host_) FUSEX_CUDA_CHECK(cudaMemcpy(d_, h_.data(), h_.size() * sizeof(float), cudaMemcpyHostToDevice));
+    if (!host_) FUSEX_CUDA_CHECK(cudaMemcpy(d_, h_.data(), h_.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
-  std::vector<float> download() {
+  std::vector<T> download() {
     if (host_) return h_;
-    std::vector<float> out(h_.size());
-    FUSEX_CUDA_CHECK(cudaMemcpy(out.data(), d_, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    std::vector<T> out(h_.size());
+    FUSEX_CUDA_CHECK(cudaMemcpy(out.data(), d_, out.size() * sizeof(T), cudaMemcpyDeviceToHost));
     return out;
   }
-  float* data() { return host_ ? h_.data() : d_; }
+  std::vector<float> download_values() override {
+    const std::vector<T> v = download();
+    std::vector<float> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = fusex::convert<float>(v[i]);
+    return out;
+  }
+  void poison(cudaStream_t stream) override {
+    if (!host_) FUSEX_CUDA_CHECK(cudaMemsetAsync(d_, 0xFF, h_.size() * sizeof(T), stream));
+  }
+  T* data() { return host_ ? h_.data() : d_; }
   std::int64_t size() const { return static_cast<std::int64_t>(h_.size()); }
 
  private:
-  std::vector<float> h_;
-  float* d_ = nullptr;
+  std::vector<T> h_;
+  T* d_ = nullptr;
   bool host_;
 };
+using param = basic_param<float>;
 
-inline fusex::view<float> v2(float* p, std::int64_t r, std::int64_t c) { return fusex::make_view(p, {r, c}); }
-inline fusex::view<float> v1(float* p, std::int64_t n) { return fusex::make_view(p, {n}); }
+template <class T>
+fusex::view<T> v2(T* p, std::int64_t r, std::int64_t c) {
+  return fusex::make_view(p, {r, c});
+}
+template <class T>
+fusex::view<T> v1(T* p, std::int64_t n) {
+  return fusex::make_view(p, {n});
+}
 
 // ---------------------------------------------------------------------------------------------
 // Workloads. step(b, fused) computes output() from the inputs; it never changes its inputs, so
@@ -134,12 +165,17 @@ struct workload {
   virtual std::string name() const = 0;
   virtual std::string shape() const = 0;
   virtual void step(backend& b, bool fused) = 0;
-  virtual param& output() = 0;
+  // A workload returns its own param<T> (a covariant return), the driver reads it as floats.
+  virtual param_base& output() = 0;
+  // A version passes when max|output - output of (1)| <= relative_tolerance() x max(1, max|output
+  // of (1)|). float32 workloads: 1e-3 (summation order and fusion move only the last float bits).
+  virtual double relative_tolerance() const { return 1e-3; }
 };
 
 // The workloads (workload_chain.cu, workload_transformer.cu, workload_mlp.cu).
 std::unique_ptr<workload> make_chain(bool host, const options& o);
-std::unique_ptr<workload> make_transformer(bool host, const options& o);
+// "transformer" (float32) or, with bf16, "transformer-bf16" (bfloat16: GEMMs on tensor cores).
+std::unique_ptr<workload> make_transformer(bool host, const options& o, bool bf16);
 std::unique_ptr<workload> make_mlp(bool host, const options& o, bool persistent);
 
 }  // namespace tour

@@ -1,16 +1,22 @@
-// fusex-tour: the transformer workload (see fusex_tour.cu).
+// fusex-tour: the transformer workload (see fusex_tour.cu), in float32 ("transformer") and in
+// bfloat16 ("transformer-bf16", as inference runs it: GEMMs on tensor cores). One class template
+// serves both, so that the two rows compute the same block.
 #include "tour.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tour {
 namespace {
 
-// One pre-LN transformer block with a single attention head, on [batch * seq, hidden].
+// One pre-LN transformer block with a single attention head, on [batch * seq, hidden]: parameters
+// and activations in Elem (float or fusex::bfloat16). fusex computes the 16-bit elementwise and
+// reduction steps in float and rounds to Elem where it stores; the GEMMs accumulate in float.
+template <class Elem>  // not T: step() names the token count T
 class transformer_workload : public workload {
  public:
   transformer_workload(bool host, std::int64_t batch, std::int64_t seq, std::int64_t hidden, fusex::matmul_options mm)
@@ -51,12 +57,18 @@ class transformer_workload : public workload {
     w2_.fill(r, -kf, kf);
     bf2_.fill(r, -kf, kf);
   }
-  std::string name() const override { return "transformer"; }
+  std::string name() const override { return is_bf16 ? "transformer-bf16" : "transformer"; }
   std::string shape() const override {
-    return "1 block, [" + std::to_string(B_) + " x " + std::to_string(S_) + ", " + std::to_string(D_) + "], ffn " +
-           std::to_string(F_);
+    return std::string(fusex::dtype_name<Elem>()) + ", 1 block, [" + std::to_string(B_) + " x " + std::to_string(S_) +
+           ", " + std::to_string(D_) + "], ffn " + std::to_string(F_);
   }
-  param& output() override { return out_; }
+  basic_param<Elem>& output() override { return out_; }
+  // bfloat16 keeps 8 significant bits: one rounding moves a value by up to 2^-8 of it, and (1)
+  // rounds each intermediate to bfloat16 where the fused versions keep it in float (the residual
+  // sums, the scaled scores, the gelu input), so outputs differ by a few bfloat16 ulps, each at
+  // most 2^-7 x max|output|. 3e-2 allows about 4 ulps at the largest magnitude (the host run
+  // shows 2); a wrong result (a mis-strided view, a missing residual or norm) moves it far more.
+  double relative_tolerance() const override { return is_bf16 ? 3e-2 : 1e-3; }
 
   void step(backend& b, bool fused) override {
     const std::int64_t T = T_, D = D_, F = F_, S = S_, B = B_;
@@ -68,6 +80,7 @@ class transformer_workload : public workload {
     auto bqkv = v1(bqkv_.data(), 3 * D), bo = v1(bo_.data(), D), bf1 = v1(bf1_.data(), F), bf2 = v1(bf2_.data(), D);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
+    using temp = basic_temp<Elem>;
     temp h(b, T * D), qkv(b, T * 3 * D), s(b, B * S * S), p(b, B * S * S), a(b, T * D), x1(b, T * D), h2(b, T * D),
         f(b, T * F);
     auto hv = v2(h.data(), T, D);
@@ -114,17 +127,19 @@ class transformer_workload : public workload {
   }
 
  private:
+  static constexpr bool is_bf16 = std::is_same_v<Elem, fusex::bfloat16>;
   fusex::matmul_options mm_;
   std::int64_t B_, S_, D_, F_, T_;
-  param x_, out_, g1_, b1_, g2_, b2_, wqkv_, bqkv_, wo_, bo_, w1_, bf1_, w2_, bf2_;
+  basic_param<Elem> x_, out_, g1_, b1_, g2_, b2_, wqkv_, bqkv_, wo_, bo_, w1_, bf1_, w2_, bf2_;
 };
 
 }  // namespace
 
-std::unique_ptr<workload> make_transformer(bool host, const options& o) {
+std::unique_ptr<workload> make_transformer(bool host, const options& o, bool bf16) {
   fusex::matmul_options mm;
-  mm.allow_tf32 = o.tf32;
-  return std::make_unique<transformer_workload>(host, o.batch, o.seq, o.hidden, mm);
+  mm.allow_tf32 = o.tf32;  // float32 GEMMs only: bfloat16 ones run on tensor cores regardless
+  if (bf16) return std::make_unique<transformer_workload<fusex::bfloat16>>(host, o.batch, o.seq, o.hidden, mm);
+  return std::make_unique<transformer_workload<float>>(host, o.batch, o.seq, o.hidden, mm);
 }
 
 }  // namespace tour

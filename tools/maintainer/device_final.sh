@@ -43,7 +43,7 @@ for exe in $(find "$build/bench" -maxdepth 2 -type f -name 'bench_*' -perm -u+x 
 done
 stamp "benchmarks done"
 timeout 120 "$build/examples/fusex-tour" --json "$work/fusex_tour-$stampd-$commit.json" > "$work/tour.log" 2>&1
-echo "tour exit $?"; tail -22 "$work/tour.log"
+echo "tour exit $?"; tail -30 "$work/tour.log"
 stamp "tour done"; pack
 for t in ${SANITIZE:-}; do
   exe=$(find "$build/tests" -type f -name "$t" -perm -u+x | head -1)

@@ -56,7 +56,7 @@ for exe in $(find build/dev/bench -maxdepth 2 -type f -name 'bench_*' -perm -u+x
 done
 if [ -n "${TOUR:-}" ]; then
   timeout 120 build/dev/examples/fusex-tour ${TOUR_ARGS:-} --json "$OUT/fusex_tour-$stampd-$commit${RUN_TAG:-}.json" > "$OUT/tour${RUN_TAG:-}.log" 2>&1
-  echo "tour exit $?"; tail -22 "$OUT/tour${RUN_TAG:-}.log"
+  echo "tour exit $?"; tail -30 "$OUT/tour${RUN_TAG:-}.log"
   stamp "tour done"
 fi
 if [ -n "${EXTRA_CMD:-}" ]; then
