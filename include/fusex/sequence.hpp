@@ -99,6 +99,7 @@ class basic_layer_sequence {
     const choice c = x.stride(1) == 1 && y.stride(1) == 1 ? choose() : choice{};
     if (c.cluster == 0) return run_per_layer(x, y, stream);
     const std::int64_t clusters = (m + detail::seq_rows - 1) / detail::seq_rows;
+    if (clusters * c.cluster > 0x7fffffff) return run_per_layer(x, y, stream);  // past a grid's 2^31 - 1 blocks
     // Chunks of at most seq_max_layers layers; between chunks the activations go through a
     // temporary [M, N].
     buffer<T> tmp[2];
@@ -191,7 +192,7 @@ class basic_layer_sequence {
                         std::to_string(out_features()) + "] for x " + x.shape().str() + "; got " + y.shape().str());
     }
   }
-  // Weight rows are copied in 16-byte pieces, biases in 4-byte ones.
+  // Weight rows are copied by the bulk-copy engine (16-byte aligned rows); biases are read per element.
   static bool rows_ok(const void* p, std::int64_t ld, std::int64_t inner_stride) {
     return inner_stride == 1 && ld % static_cast<std::int64_t>(16 / sizeof(T)) == 0 &&
            reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
@@ -258,7 +259,7 @@ class basic_layer_sequence {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& L = layers_[l];
       if (!rows_ok(L.w.data(), L.w.stride(0), L.w.stride(1)) || L.w.stride(0) > INT32_MAX ||
-          (L.has_bias && (L.bias.stride(0) != 1 || reinterpret_cast<std::uintptr_t>(L.bias.data()) % 4 != 0))) {
+          (L.has_bias && (L.bias.stride(0) != 1 || reinterpret_cast<std::uintptr_t>(L.bias.data()) % alignof(T) != 0))) {
         return {0, 0, 0, 0,
                 "layer " + std::to_string(l) + ": weight rows (or the bias) are not contiguous and aligned"};
       }

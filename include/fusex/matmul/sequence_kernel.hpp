@@ -192,6 +192,13 @@ FUSEX_DEVICE FUSEX_FORCEINLINE unsigned seq_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+/// x = big + small, both TF32. Where big is not finite (x infinite or NaN) small is 0, so that the
+/// products are those of x (inf - inf would make small, and the sum, NaN).
+FUSEX_DEVICE FUSEX_FORCEINLINE void seq_split_tf32(float x, unsigned& big, unsigned& small) {
+  big = seq_tf32(x);
+  const float r = x - __uint_as_float(big);
+  small = seq_tf32(r - r == 0.0f ? r : 0.0f);
+}
 /// Two floats (exactly representable in T) as T's packed pair, the lower k in the low half.
 template <class T>
 FUSEX_DEVICE FUSEX_FORCEINLINE unsigned seq_pack(float2 v) {
@@ -222,15 +229,9 @@ FUSEX_DEVICE FUSEX_FORCEINLINE void seq_tile_product(const float* a0, const floa
     const float bv[2] = {wr[k], wr[k + 4]};
     unsigned ab[4], as[4], bb[2], bs[2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      ab[i] = seq_tf32(av[i]);
-      as[i] = seq_tf32(av[i] - __uint_as_float(ab[i]));
-    }
+    for (int i = 0; i < 4; ++i) seq_split_tf32(av[i], ab[i], as[i]);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      bb[i] = seq_tf32(bv[i]);
-      bs[i] = seq_tf32(bv[i] - __uint_as_float(bb[i]));
-    }
+    for (int i = 0; i < 2; ++i) seq_split_tf32(bv[i], bb[i], bs[i]);
     FUSEX_SEQ_MMA(e, as, bb);
     FUSEX_SEQ_MMA(f, ab, bs);
     FUSEX_SEQ_MMA(d, ab, bb);
@@ -320,7 +321,7 @@ __global__ void __launch_bounds__(seq_threads) layer_sequence_kernel(const __gri
     constexpr int line = 128 / static_cast<int>(sizeof(T));
     for (int row = t; row < nc; row += seq_threads) {
       for (int off = 0; off < L0.k; off += line)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(w0 + row * L0.w_ld + off));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w0 + static_cast<std::int64_t>(row) * L0.w_ld + off));
     }
   }
   if (t == 0) {
