@@ -1,7 +1,7 @@
 // fusex-tour: what fusex does to launch overhead, on the workloads that motivate it.
 //
-// Four workloads (chain; transformer, in float32 and in bfloat16; mlp), each run four ways and
-// checked against each other:
+// Workloads (chain; transformer, in float32 and, on request, in bfloat16; mlp and, on request,
+// mlp-persistent), each run four ways and checked against each other:
 //   (1) unfused    one kernel per operation, temporaries from cudaMallocAsync (an eager framework)
 //   (2) fused      fusex expressions: one kernel per fused step, temporaries from cudaMallocAsync
 //   (3) +arena     the same with temporaries from fusex's arena
@@ -71,6 +71,7 @@ void print_help(std::FILE* out) {
                "               residual, layer_norm, linear+bias, gelu, linear, residual\n"
                "  transformer-bf16  the same block in bfloat16 (as inference runs it): parameters and\n"
                "               activations in bfloat16, GEMMs on tensor cores (cuBLASLt), float accumulation\n"
+               "               (not in the default set)\n"
                "  mlp          `layers` x (Linear(hidden, hidden) + ReLU) on [batch, hidden]\n"
                "  mlp-persistent  the same MLP, fused versions as one fusex::layer_sequence (one\n"
                "               persistent kernel for the chain where the GPU has thread-block clusters;\n"
@@ -83,7 +84,7 @@ void print_help(std::FILE* out) {
                "\n"
                "options:\n"
                "  --workload LIST   comma-separated subset of chain,transformer,transformer-bf16,mlp,\n"
-               "                    mlp-persistent or all (default: chain,transformer,transformer-bf16,mlp)\n"
+               "                    mlp-persistent or all (default: chain,transformer,mlp)\n"
                "  --batch N         rows per step (default 16)\n"
                "  --hidden N        hidden size (default 256)\n"
                "  --layers N        MLP depth (default 100)\n"
