@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// fusex::layer_sequence: a fixed chain of small linear layers (float32), each with its bias and
+/// fusex::layer_sequence: a fixed chain of small linear layers (float32, half or bfloat16), each with its bias and
 /// activation, run by one persistent kernel where the device and the shapes allow (sm_90 thread-block
 /// clusters; see matmul/sequence_kernel.hpp), else as one fused fusex::linear per layer. Part of the
 /// fusex::matmul target (the per-layer path is fusex::linear), not of <fusex/fusex.hpp>.
@@ -33,12 +33,12 @@ namespace fusex {
 /// A chain of linear layers y = act(x w^T + bias) in T (float, fusex::half or fusex::bfloat16;
 /// sums and activations in float32, each layer's output rounded to T as fusex::linear stores it),
 /// built once (shapes fixed; the views must stay valid while it is used). run() evaluates the chain
-/// on the GPU: on sm_90 and newer, where every layer's N divides among a thread-block cluster and
-/// the widest layer's slices fit in shared memory (K, N up to 512 in float32, more with fewer
-/// columns per block), as one kernel for the whole chain (up to 112 layers per launch); otherwise
-/// one fused linear (GEMM with its bias and activation in the epilogue) per layer, intermediates in
-/// temporaries from the default resource. plan() says which and why. Results agree with the
-/// per-layer path to float32 rounding (the sums run in another order).
+/// on the GPU: on sm_90 and newer, where every layer's N divides among a thread-block cluster in
+/// slices of 8 to 64 columns and the widest layer's slices fit in shared memory (K, N up to 512 in
+/// float32), as one kernel for the whole chain (up to 112 layers per launch, products on tensor
+/// cores: float32 as 3xTF32); otherwise one fused linear (GEMM with its bias and activation in the
+/// epilogue) per layer, intermediates in temporaries from the default resource. plan() says which
+/// and why. Results agree with the per-layer path to float32 rounding (the sums run in another order).
 template <class T>
 class basic_layer_sequence {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>,
