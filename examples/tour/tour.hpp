@@ -173,7 +173,7 @@ struct workload {
   virtual double relative_tolerance() const { return 1e-3; }
 };
 
-// The workloads (workload_chain.cu, workload_transformer.cu, workload_mlp.cu).
+// The workloads (workload_chain*.cu, workload_transformer*.cu with transformer_block.hpp, workload_mlp.cu).
 std::unique_ptr<workload> make_chain(bool host, const options& o);
 // "transformer" (float32) or, with bf16, "transformer-bf16" (bfloat16: GEMMs on tensor cores).
 std::unique_ptr<workload> make_transformer(bool host, const options& o, bool bf16);
