@@ -7,10 +7,16 @@
 #define FUSEX_HD __host__ __device__
 #define FUSEX_DEVICE __device__
 #define FUSEX_FORCEINLINE __forceinline__
+#define FUSEX_NOINLINE __noinline__
 #else
 #define FUSEX_HD
 #define FUSEX_DEVICE
 #define FUSEX_FORCEINLINE inline
+#if defined(_MSC_VER)
+#define FUSEX_NOINLINE __declspec(noinline)
+#else
+#define FUSEX_NOINLINE __attribute__((noinline))
+#endif
 #endif
 
 // Loop unrolling hints for device code (plain C++ compilers would warn about an unknown pragma):

@@ -50,6 +50,19 @@ TEST_CASE("gpu: h * sigmoid(h) computes h once per element (float and bf16 stora
     });
     CHECK(z.second == 2 * n);
     CHECK(compare_rel(z.first, ref, 2e-6, 1e-6) == "");
+    // Nested and different (p(x) + p(x2), p(v) = a(v) * a(v), a(v) = f(v) * f(v)): the form with
+    // roles tested at run time, whose nested values are computed out of line (load_outlined):
+    // f(x) once, f(x2) at each of its four uses (a scope keeps one value per type).
+    for (std::size_t i = 0; i < n; ++i) ref[i] = 2 * std::pow(counted_ref(hx[i]), 4);
+    const auto q = run_counted<float>(rows, cols, k, [&] {
+      auto p = [&](const auto& V) {
+        const auto a = fusex::map(dcounted{k.c.data()}, V) * fusex::map(dcounted{k.c.data()}, V);
+        return a * a;
+      };
+      return p(X) + p(X2);
+    });
+    CHECK(q.second == 5 * n);
+    CHECK(compare_rel(q.first, ref, 2e-6, 1e-6) == "");
   }
 }
 

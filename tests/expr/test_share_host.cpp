@@ -115,6 +115,19 @@ TEST_CASE("share: equal-looking values over other operands are computed separate
           const double a = counted_ref(xv(i)), b = counted_ref(zv(i));
           return (a + b) * (a - b);
         });
+  // Nested and different: p(v) = a(v) * a(v) with a(v) = f(v) * f(v), p(x) + p(z). Each value's
+  // subtree repeats a shared type, so the run-time-role form (what runs here: p(x) and p(z) differ)
+  // computes them out of line (load_outlined): f(x) once, and the second value of each type,
+  // f(z), at each of its four uses.
+  {
+    auto p = [&](const auto& V) {
+      const auto a = fusex::map(counted{&calls}, V) * fusex::map(counted{&calls}, V);
+      return a * a;
+    };
+    check("p(x) + p(z)", p(X) + p(Z), 5 * R * C, [&](std::size_t i) {
+      return std::pow(counted_ref(xv(i)), 4) + std::pow(counted_ref(zv(i)), 4);
+    });
+  }
   i64 other = 0;
   check("f(x) - f'(x)", fusex::map(counted{&calls}, X) - fusex::map(counted{&other}, X), R * C,
         [&](std::size_t) { return 0.0; });

@@ -359,6 +359,25 @@ struct share_mark_eval {
   }
 };
 
+/// Whether a shared value's subtree uses one shared value type twice or more in its scope (defined
+/// below).
+template <class E>
+struct nested_repeats;
+/// A subtree computed out of line: one copy per type (V, tree, index and context types), called
+/// from each place that computes it. The run-time-role form of shared_eval uses it where a shared
+/// value's subtree repeats a shared value type (nested_repeats): there each occurrence keeps its
+/// subtree's code behind its role's branch, so inline copies multiply with the nesting (h used
+/// three times in a value g used three times: nine copies of h's code, 3^d at depth d), where the
+/// calls keep the code linear in the tree's types. Only there: a call waits for its loads, so the
+/// work items' loads are no longer in flight together, and the run-time-role form is what runs
+/// where equal-typed values hold different data (f(a) + f(b): share_table::lazy_ok false) and
+/// what the generic reduction kernels run.
+template <int V, class E, class Index, int R, class Ctx>
+FUSEX_HD FUSEX_NOINLINE vec<typename E::compute_type, V> load_outlined(const E& e, const coord<Index, R>& c,
+                                                                       const Ctx& ctx) {
+  return e.template load<V>(c, ctx);
+}
+
 /// Leaf forms of shared_eval: a value node (share_node); a leaf of a type that occurs more than
 /// once in an elementwise tree that has shared values (share_leaves), whose role says at run time
 /// whether it is the first of its type's view (share_leaf_any); the same where every repeated leaf is
@@ -396,7 +415,12 @@ struct shared_eval {
       return m;
     } else {
       if (role == share_reuse) return m;
-      const vec<compute_type, V> x = child.template load<V>(c, ctx);
+      vec<compute_type, V> x;
+      if constexpr (Leaf == share_node && nested_repeats<E>::value) {
+        x = load_outlined<V>(child, c, ctx);
+      } else {
+        x = child.template load<V>(c, ctx);
+      }
       if (role == share_store) m = x;
       return x;
     }
@@ -423,6 +447,17 @@ struct memo_keys_f<shared_eval<Key, E, Leaf>, K> : type_list_add<K, Key> {};
 /// operand is a scope of its own), in the post-order of their first uses.
 template <class E>
 using memo_keys_t = fold_type_t<E, memo_keys_f>;
+template <class N>
+struct is_shared_value_eval : std::false_type {};
+template <class Key, class E>
+struct is_shared_value_eval<shared_eval<Key, E, share_node>> : std::true_type {};
+template <class N, class... K>
+struct value_sets_f {  // the shared value types of a scope, and those that occur twice or more
+  using type = std::conditional_t<share_kind_of<N>::value == share_reduction, share_sets<type_list<>, type_list<>>,
+                                  typename candidate_sets<is_shared_value_eval>::template f<N, K...>::type>;
+};
+template <class E>
+struct nested_repeats : std::bool_constant<(fold_type_t<E, value_sets_f>::dups::size > 0)> {};
 
 template <class Key, class N>
 struct is_shared_of : std::false_type {};
