@@ -43,6 +43,25 @@ void bm_silu_bias(benchmark::State& state) {
                                 copy_bw_for(rows * cols * sizeof(T)));
 }
 
+// Operands that fold to more than two dimensions take the kernel's general path (any rank; the
+// two-dimension path covers the rest). range(0) = 3: a per-channel bias on NCHW activations,
+// x[N, C, H, W] + b[C, 1, 1] (folds to [N, C, H*W]); range(0) = 4: x[A, B, C, D] + b[A, 1, C, 1]
+// (no dimensions fold). Same element count as bm_relu_bias_fused.
+template <class T>
+void bm_relu_bias_general(benchmark::State& state) {
+  const bool four = state.range(0) == 4;
+  const fusex::shape_t xs = four ? fusex::shape_t{16, 64, 256, 256} : fusex::shape_t{16, 256, 64, 256};
+  const fusex::shape_t bs = four ? fusex::shape_t{16, 1, 256, 1} : fusex::shape_t{256, 1, 1};
+  const std::int64_t n = rows * cols, nb = fusex::numel(bs);
+  device_buffer<T> x(n), b(nb), y(n);
+  auto xv = fusex::make_view(static_cast<const T*>(x.p), xs);
+  auto bv = fusex::make_view(static_cast<const T*>(b.p), bs);
+  auto yv = fusex::make_view(y.p, xs);
+  const double secs = fusex_bench::time_steady(state, fusex_bench::stream(),
+                                               [&] { fusex::eval(yv, fusex::relu(xv + bv), fusex_bench::stream()); });
+  fusex_bench::report_bandwidth(state, double((2 * n + nb) * sizeof(T)), secs, copy_bw_for(n * sizeof(T)));
+}
+
 template <class T>
 void bm_relu_bias_unfused(benchmark::State& state) {
   device_buffer<T> x(rows * cols), b(cols), t(rows * cols), y(rows * cols);
@@ -146,6 +165,8 @@ void bm_small_raw(benchmark::State& state) {
 BENCHMARK(bm_copy)->Arg(4 * rows * cols)->Arg(2 * rows * cols)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_relu_bias_fused<float>)->Arg(0)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_relu_bias_fused<bfloat16>)->Arg(0)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_relu_bias_general<float>)->Arg(3)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_relu_bias_general<bfloat16>)->Arg(3)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_silu_bias<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_silu_bias<bfloat16>)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_relu_bias_unfused<float>)->UseManualTime()->Unit(benchmark::kMicrosecond);

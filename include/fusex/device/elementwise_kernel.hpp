@@ -122,6 +122,13 @@ FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, int rank,
 
 inline constexpr int elementwise_block = 256;
 inline constexpr int elementwise_unroll = 4;
+/// The most work items per thread and step on the general path (plans of more than two
+/// dimensions), whose index arithmetic is per dimension: each item there is about 2.4 times the
+/// code of an item of the two-dimension path, and that path was 70% of an elementwise test TU's PTX
+/// with 4 (docs/performance.md, "Compile time"). The grid is sized with it.
+inline constexpr int elementwise_general_unroll = 4;
+template <int U>
+inline constexpr int general_unroll_of = U < elementwise_general_unroll ? U : elementwise_general_unroll;
 /// The elementwise kernel of an expression with random numbers (elementwise_random_kernel) is
 /// compiled for 4 resident blocks per SM (__launch_bounds__' second argument: at most 64 registers)
 /// and takes 2 work items per thread and step instead of 4; its grid is sized as for 4 (each thread
@@ -200,7 +207,7 @@ __device__ FUSEX_FORCEINLINE void elementwise_entry(const elementwise_params<Ind
       return;
     }
   }
-  elementwise_body<max_rank, V, Lazy, U>(p, as);
+  elementwise_body<max_rank, V, Lazy, general_unroll_of<U>>(p, as);
 }
 template <class Index, int V, class Assignments, bool Lazy = false>
 __global__ void __launch_bounds__(elementwise_block)

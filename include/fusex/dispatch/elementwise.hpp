@@ -195,8 +195,10 @@ void launch_elementwise(const PE& planned, const std::tuple<view<T>...>& dsts, c
   const auto evs = make_evaluators<Index>(pe, sizeof...(T), lazy, exprs...);
   const device_properties& dev = current_device_info();
   int block = elementwise_block;
+  // (Rank 2 here is the kernel's two-dimension path: 32-bit plans of rank 1 are padded above.)
+  const int unroll = L.rank == 2 ? elementwise_unroll : general_unroll_of<elementwise_unroll>;
   auto blocks_of = [&](int b) {
-    const std::int64_t per_block = std::int64_t{b} * elementwise_unroll;
+    const std::int64_t per_block = std::int64_t{b} * unroll;
     return (L.work + per_block - 1) / per_block;
   };
   if (elementwise_tuning_state().spread_small) {
