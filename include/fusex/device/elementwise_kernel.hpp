@@ -109,13 +109,14 @@ FUSEX_HD FUSEX_FORCEINLINE void process_items(const Assignments& as, const eleme
   }
 }
 
-/// Evaluates the scalar tail of a one-dimensional vector plan: element `e` directly.
+/// Evaluates the scalar tail of a one-dimensional vector plan (padded to [1, n]): element `e`
+/// directly, with two-dimension coordinates.
 template <bool Lazy, class Index, class Assignments, std::size_t... I>
-FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, int rank, Index e, std::index_sequence<I...>) {
-  coord<Index> c;
-  c.rank = rank;  // 1, or 2 when padded to [1, n]
+FUSEX_HD FUSEX_FORCEINLINE void process_element(const Assignments& as, Index e, std::index_sequence<I...>) {
+  coord<Index, 2> c;
+  c.rank = 2;
   c.c[0] = 0;
-  c.c[rank - 1] = e;
+  c.c[1] = e;
   (fusex::detail::get<I>(as).out.template store<1>(c, load_scope<1, Lazy>(fusex::detail::get<I>(as).expr, c, no_context{})),
    ...);
 }
@@ -184,10 +185,14 @@ __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Inde
     if (p.vectorized) {
       for (Index first = block_first; first < p.work; first += chunk)
         process_items<V, U, R, Lazy>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
-      const Index threads = static_cast<Index>(gridDim.x) * blockDim.x;
-      for (Index e = p.tail_start + static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total;
-           e += threads)
-        process_element<Lazy>(as, p.rank, e, seq{});
+      // Only one-dimensional plans have a tail (a vector plan of more dimensions has whole vectors
+      // in its innermost one), and the launcher pads them to two.
+      if constexpr (R == 2) {
+        const Index threads = static_cast<Index>(gridDim.x) * blockDim.x;
+        for (Index e = p.tail_start + static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total;
+             e += threads)
+          process_element<Lazy>(as, e, seq{});
+      }
       return;
     }
   }
