@@ -7,7 +7,7 @@
 /// types (`DLTensor`, `DLManagedTensor`, `DLManagedTensorVersioned` from dlpack.h, or a framework's
 /// copy of it, such as PyTorch's ATen/dlpack.h), reading and writing their fields by name. Only the
 /// ABI's numbers (device types, type codes, the read-only flag), which are fixed by the published
-/// standard, are written here. Any DLPack 0.x or 1.x header works.
+/// standard, are written here. Any DLPack header from 0.4 (which named the `device` field) works.
 
 #include <fusex/core/dtype.hpp>
 #include <fusex/core/shape.hpp>
@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -101,9 +102,12 @@ struct dlpack_managed<M, std::void_t<decltype(std::declval<const M&>().dl_tensor
 /// current device, pinned or managed memory, more than fusex::max_rank dimensions, a negative
 /// stride (reversed views: make them contiguous first), a data pointer plus byte_offset not aligned
 /// for T, a null pointer with elements, or a DLPack major version other than 1 (versioned form).
+/// (For CUDA memory it asks for the current device: fusex::cuda_error where that fails.)
 /// Views of CPU memory are for fusex::host::eval, the others for fusex::eval.
 template <class T, class DLTensorT,
-          std::enable_if_t<!std::is_pointer_v<DLTensorT> && !detail::dlpack_managed<DLTensorT>::value, int> = 0>
+          std::enable_if_t<!std::is_pointer_v<DLTensorT> && !std::is_null_pointer_v<DLTensorT> &&
+                               !detail::dlpack_managed<DLTensorT>::value,
+                           int> = 0>
 view<T> from_dlpack(const DLTensorT& t) {
   using V = std::remove_const_t<T>;
   const std::string what = "fusex::from_dlpack<" + std::string(dtype_name(dtype_of<V>())) + ">: ";
@@ -202,8 +206,8 @@ struct dlpack_holder {
 /// Hands the tensor `t` to a framework that takes DLPack: a new `M` (the caller's DLManagedTensor or
 /// DLManagedTensorVersioned type) that owns it. The framework calls its deleter when done, which
 /// frees the memory ordered on `consumer` (the stream the framework uses, e.g. PyTorch's current
-/// stream: it must outlive the tensor). The tensor is taken to be of the calling thread's current
-/// device (where fusex::tensor allocates by default). Made ready for `consumer` here: work already queued on the
+/// stream: it must outlive the tensor, and so must the tensor's memory resource). Its device and
+/// kind (device, pinned or managed memory) are asked of CUDA (cudaPointerGetAttributes). Made ready for `consumer` here: work already queued on the
 /// tensor's own stream is ordered before `consumer`'s next work (an event, when they differ).
 /// Example (PyTorch): `at::fromDLPack(fusex::to_dlpack<DLManagedTensor>(std::move(t), stream))`.
 template <class M, class T>
@@ -218,7 +222,26 @@ M* to_dlpack(tensor<T>&& t, cudaStream_t consumer) {
     FUSEX_CUDA_CHECK(e);
     FUSEX_CUDA_CHECK(d);
   }
-  auto* h = new detail::dlpack_holder<T, M>();
+  // Where the memory is (the resource's device, or pinned or managed memory), asked before
+  // anything is owned here, so that a throw leaves `t` with the caller.
+  int dev_type = dlpack::device_cuda, dev_id = 0;
+  if (t.data() == nullptr) {  // (no elements)
+    dev_id = detail::current_device();
+  } else {
+    cudaPointerAttributes attr{};
+    FUSEX_CUDA_CHECK(cudaPointerGetAttributes(&attr, t.data()));
+    dev_id = attr.device;
+    if (attr.type == cudaMemoryTypeHost) {
+      dev_type = dlpack::device_cuda_host;
+      dev_id = 0;
+    } else if (attr.type == cudaMemoryTypeManaged) {
+      dev_type = dlpack::device_cuda_managed;
+    } else if (attr.type != cudaMemoryTypeDevice) {
+      throw invalid_argument("fusex::to_dlpack: the tensor's memory is not CUDA memory (cudaPointerGetAttributes)");
+    }
+  }
+  auto holder = std::make_unique<detail::dlpack_holder<T, M>>();
+  auto* h = holder.get();
   h->owned = std::move(t);
   h->owned.storage().set_stream(consumer);
   const shape_t& s = h->owned.shape();
@@ -235,8 +258,8 @@ M* to_dlpack(tensor<T>&& t, cudaStream_t consumer) {
   }
   auto& dl = m.dl_tensor;
   dl.data = h->owned.data();
-  dl.device.device_type = static_cast<decltype(dl.device.device_type)>(dlpack::device_cuda);
-  dl.device.device_id = static_cast<decltype(dl.device.device_id)>(detail::current_device());
+  dl.device.device_type = static_cast<decltype(dl.device.device_type)>(dev_type);
+  dl.device.device_id = static_cast<decltype(dl.device.device_id)>(dev_id);
   dl.ndim = static_cast<decltype(dl.ndim)>(s.rank());
   constexpr detail::dlpack_type want = detail::dlpack_type_of<T>();
   dl.dtype.code = static_cast<decltype(dl.dtype.code)>(want.code);
@@ -247,6 +270,7 @@ M* to_dlpack(tensor<T>&& t, cudaStream_t consumer) {
   dl.byte_offset = 0;
   m.manager_ctx = h;
   m.deleter = &detail::dlpack_holder<T, M>::deleter;
+  holder.release();  // now owned by the DLPack tensor: its deleter deletes it
   return &m;
 }
 

@@ -10,6 +10,7 @@
 #include "fusex_catch.hpp"
 #include "gpu_util.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>

@@ -8,6 +8,7 @@
 #include "dlpack_types.hpp"
 #include "fusex_catch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>

@@ -126,7 +126,8 @@ inline constexpr int elementwise_unroll = 4;
 /// The most work items per thread and step on the general path (plans of more than two
 /// dimensions), whose index arithmetic is per dimension: each item there is about 2.4 times the
 /// code of an item of the two-dimension path, and that path was 70% of an elementwise test TU's PTX
-/// with 4 (docs/performance.md, "Compile time"). The grid is sized with it.
+/// with 4 (docs/performance.md, "Compile time"). The grid is sized with it (for the unroll of the
+/// plain kernel: below 4 the random kernel, 2 per step, would no longer be sized as for 4).
 inline constexpr int elementwise_general_unroll = 4;
 template <int U>
 inline constexpr int general_unroll_of = U < elementwise_general_unroll ? U : elementwise_general_unroll;
@@ -187,7 +188,7 @@ __device__ FUSEX_FORCEINLINE void elementwise_body(const elementwise_params<Inde
         process_items<V, U, R, Lazy>(as, p, first, static_cast<Index>(blockDim.x), p.work, seq{});
       // Only one-dimensional plans have a tail (a vector plan of more dimensions has whole vectors
       // in its innermost one), and the launcher pads them to two.
-      if constexpr (R == 2) {
+      if constexpr (R == 2 || sizeof(Index) == 8) {  // (no 64-bit kernel is launched today)
         const Index threads = static_cast<Index>(gridDim.x) * blockDim.x;
         for (Index e = p.tail_start + static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total;
              e += threads)

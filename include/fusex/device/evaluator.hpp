@@ -371,7 +371,9 @@ struct nested_repeats;
 /// calls keep the code linear in the tree's types. Only there: a call waits for its loads, so the
 /// work items' loads are no longer in flight together, and the run-time-role form is what runs
 /// where equal-typed values hold different data (f(a) + f(b): share_table::lazy_ok false) and
-/// what the generic reduction kernels run.
+/// what the generic reduction kernels run. The call takes the addresses of the memo and of the
+/// kernel's parameters, so there they live in local memory (L1) rather than registers; its speed on
+/// the GPU is to be measured (docs/performance.md, "Compile time").
 template <int V, class E, class Index, int R, class Ctx>
 FUSEX_HD FUSEX_NOINLINE vec<typename E::compute_type, V> load_outlined(const E& e, const coord<Index, R>& c,
                                                                        const Ctx& ctx) {
@@ -417,7 +419,7 @@ struct shared_eval {
       if (role == share_reuse) return m;
       vec<compute_type, V> x;
       if constexpr (Leaf == share_node && nested_repeats<E>::value) {
-        x = load_outlined<V>(child, c, ctx);
+        x = fusex::detail::load_outlined<V>(child, c, ctx);
       } else {
         x = child.template load<V>(c, ctx);
       }
