@@ -98,8 +98,8 @@ struct dlpack_managed<M, std::void_t<decltype(std::declval<const M&>().dl_tensor
 /// DLPack tensor (and the framework's tensor behind it) alive while the view is used.
 ///
 /// Throws fusex::invalid_argument when fusex cannot take the tensor, naming what: a dtype other
-/// than T's (or vector lanes), a device other than the CPU, CUDA memory of the calling thread's
-/// current device, pinned or managed memory, more than fusex::max_rank dimensions, a negative
+/// than T's (or vector lanes), memory other than CPU, CUDA (of the calling thread's current
+/// device), CUDA host (pinned) or CUDA managed memory, more than fusex::max_rank dimensions, a negative
 /// stride (reversed views: make them contiguous first), a data pointer plus byte_offset not aligned
 /// for T, a null pointer with elements, or a DLPack major version other than 1 (versioned form).
 /// (For CUDA memory it asks for the current device: fusex::cuda_error where that fails.)
@@ -110,38 +110,39 @@ template <class T, class DLTensorT,
                            int> = 0>
 view<T> from_dlpack(const DLTensorT& t) {
   using V = std::remove_const_t<T>;
-  const std::string what = "fusex::from_dlpack<" + std::string(dtype_name(dtype_of<V>())) + ">: ";
+  // (The message's prefix is built only on the way to a throw: a conversion per call stays cheap.)
+  const auto what = [] { return "fusex::from_dlpack<" + std::string(dtype_name(dtype_of<V>())) + ">: "; };
   constexpr detail::dlpack_type want = detail::dlpack_type_of<V>();
   const int code = static_cast<int>(t.dtype.code), bits = static_cast<int>(t.dtype.bits);
   const int lanes = static_cast<int>(t.dtype.lanes);
   if (code != want.code || bits != want.bits || lanes != 1) {
-    throw invalid_argument(what + "the tensor holds " + detail::dlpack_type_text(code, bits, lanes) + ", not " +
+    throw invalid_argument(what() + "the tensor holds " + detail::dlpack_type_text(code, bits, lanes) + ", not " +
                            dtype_name(dtype_of<V>()));
   }
   const int dev_type = static_cast<int>(t.device.device_type), dev_id = static_cast<int>(t.device.device_id);
   if (dev_type == dlpack::device_cuda) {
     const int current = detail::current_device();
     if (dev_id != current) {
-      throw invalid_argument(what + "the tensor is in the memory of CUDA device " + std::to_string(dev_id) +
+      throw invalid_argument(what() + "the tensor is in the memory of CUDA device " + std::to_string(dev_id) +
                              ", and this thread's current device is " + std::to_string(current) +
                              " (cudaSetDevice first: fusex evaluates on the current device)");
     }
   } else if (dev_type != dlpack::device_cpu && dev_type != dlpack::device_cuda_host &&
              dev_type != dlpack::device_cuda_managed) {
-    throw invalid_argument(what + "the tensor is on " + detail::dlpack_device_text(dev_type, dev_id) +
+    throw invalid_argument(what() + "the tensor is on " + detail::dlpack_device_text(dev_type, dev_id) +
                            "; fusex takes CPU, CUDA, CUDA host and CUDA managed memory");
   }
   const int rank = static_cast<int>(t.ndim);
   if (rank < 0 || rank > max_rank) {
-    throw invalid_argument(what + "the tensor has " + std::to_string(rank) + " dimensions; fusex views have 0 to " +
+    throw invalid_argument(what() + "the tensor has " + std::to_string(rank) + " dimensions; fusex views have 0 to " +
                            std::to_string(max_rank));
   }
-  if (rank > 0 && t.shape == nullptr) throw invalid_argument(what + "the tensor's shape pointer is null");
+  if (rank > 0 && t.shape == nullptr) throw invalid_argument(what() + "the tensor's shape pointer is null");
   shape_t shape;
   strides_t strides;
   for (int d = 0; d < rank; ++d) {
     const std::int64_t e = static_cast<std::int64_t>(t.shape[d]);
-    if (e < 0) throw invalid_argument(what + "dimension " + std::to_string(d) + " has extent " + std::to_string(e));
+    if (e < 0) throw invalid_argument(what() + "dimension " + std::to_string(d) + " has extent " + std::to_string(e));
     shape.push_back(e);
   }
   if (t.strides == nullptr) {  // (DLPack before 1.2: null strides mean compact row-major)
@@ -152,7 +153,7 @@ view<T> from_dlpack(const DLTensorT& t) {
       // A dimension of one element never moves: frameworks leave any stride there.
       if (shape[d] <= 1) s = s < 0 ? 0 : s;
       if (s < 0) {
-        throw invalid_argument(what + "dimension " + std::to_string(d) + " of shape " + shape.str() + " has stride " +
+        throw invalid_argument(what() + "dimension " + std::to_string(d) + " of shape " + shape.str() + " has stride " +
                                std::to_string(s) + "; fusex views take non-negative strides (make it contiguous)");
       }
       strides.push_back(s);
@@ -160,11 +161,11 @@ view<T> from_dlpack(const DLTensorT& t) {
   }
   const auto address = reinterpret_cast<std::uintptr_t>(t.data) + static_cast<std::uintptr_t>(t.byte_offset);
   if (address % alignof(V) != 0) {
-    throw invalid_argument(what + "the data pointer plus byte_offset " + std::to_string(t.byte_offset) +
+    throw invalid_argument(what() + "the data pointer plus byte_offset " + std::to_string(t.byte_offset) +
                            " is not aligned to " + std::to_string(alignof(V)) + " bytes");
   }
   if (t.data == nullptr && numel(shape) > 0) {
-    throw invalid_argument(what + "the tensor of shape " + shape.str() + " has a null data pointer");
+    throw invalid_argument(what() + "the tensor of shape " + shape.str() + " has a null data pointer");
   }
   T* p = t.data == nullptr ? nullptr : reinterpret_cast<T*>(address);
   return view<T>(p, shape, strides);
