@@ -195,8 +195,8 @@ template <class T, class M>
 struct dlpack_holder {
   M managed{};
   tensor<T> owned;
-  std::int64_t shape[max_rank > 0 ? max_rank : 1] = {};
-  std::int64_t strides[max_rank > 0 ? max_rank : 1] = {};
+  std::int64_t shape[max_rank] = {};
+  std::int64_t strides[max_rank] = {};
   static void deleter(M* self) noexcept {
     // (The tensor's destructor frees its memory ordered on its stream: set to the consumer's.)
     delete static_cast<dlpack_holder*>(self->manager_ctx);
